@@ -1,0 +1,1 @@
+"""The `whyjob` command line."""

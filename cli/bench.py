@@ -1,0 +1,234 @@
+"""`whyjob bench`: the speed figures the design commits to, measured and printed.
+
+ingest: raw `kubectl get events -o json` into a fresh index, records per second.
+explain: explain latency on an index of a million or more records.
+cli: wall time of `whyjob --help` and `whyjob EXPERIMENT` as separate processes.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from whyjob.cli.state import fail, state_of
+
+if TYPE_CHECKING:
+    from whyjob.cli.accuracy import Scorecard
+    from whyjob.explain.ruleset import RuleSet
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    help="Measure ingest throughput, explain latency and CLI start-up.", no_args_is_help=True
+)
+
+
+@app.command("ingest")
+def bench_ingest(
+    events: Annotated[
+        int, typer.Option("--events", help="Raw Kubernetes events to generate.")
+    ] = 200_000,
+    seed: Annotated[int, typer.Option("--seed")] = 1,
+) -> None:
+    """Records per second for raw `kubectl get events -A -o json` into a fresh index."""
+    from whyjob.cli.benchdata import write_event_list
+    from whyjob.collector.ingest.base import IngestOptions
+    from whyjob.collector.ingest.run import Ingestor
+    from whyjob.core.index import SqliteIndex
+
+    with tempfile.TemporaryDirectory(prefix="whyjob-bench-") as scratch:
+        source = Path(scratch) / "events.json"
+        started = time.perf_counter()
+        write_event_list(source, events, seed)
+        size = source.stat().st_size
+        typer.echo(
+            f"generated {events:,} events ({size / 1e6:,.1f} MB) in {time.perf_counter() - started:.1f} s"
+        )
+        with SqliteIndex(Path(scratch) / "index.sqlite") as index:
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            summary = Ingestor(index, IngestOptions()).ingest([str(source)])
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+            again0 = time.perf_counter()
+            repeat = Ingestor(index, IngestOptions()).ingest([str(source)])
+            again = time.perf_counter() - again0
+        stored = summary.total("stored")
+        typer.echo(
+            f"ingest: {summary.total('read'):,} records, {stored:,} stored in {wall:.2f} s wall / {cpu:.2f} s CPU "
+            f"= {stored / wall:,.0f} records/s ({stored / cpu:,.0f} per CPU-second, one core)"
+        )
+        typer.echo(
+            f"re-ingest of the same file: {repeat.total('duplicate'):,} duplicates, "
+            f"{repeat.total('stored')} stored, {again:.2f} s"
+        )
+
+
+@app.command("explain")
+def bench_explain(
+    ctx: typer.Context,
+    records: Annotated[
+        int, typer.Option("--records", help="Filler records around the explained experiment.")
+    ] = 1_000_000,
+    runs: Annotated[int, typer.Option("--runs", help="Timed explains.")] = 20,
+    keep: Annotated[
+        Path | None,
+        typer.Option("--keep", help="Build (or reuse) the benchmark index at this path."),
+    ] = None,
+    scenario: Annotated[
+        str, typer.Option("--scenario", help="Simulator scenario to explain inside the filler.")
+    ] = "xid79",
+) -> None:
+    """Explain latency on an index of at least a million records."""
+    from whyjob.cli.benchdata import build_explain_index
+    from whyjob.cli.commands import load_ruleset
+    from whyjob.core.index import SqliteIndex
+    from whyjob.explain.engine import explain_experiment
+
+    with tempfile.TemporaryDirectory(prefix="whyjob-bench-") as scratch:
+        path = keep or Path(scratch) / "index.sqlite"
+        started = time.perf_counter()
+        name, namespace = build_explain_index(path, records, scenario)
+        typer.echo(f"index ready in {time.perf_counter() - started:.1f} s: {path}")
+        rules = load_ruleset(ctx)
+        with SqliteIndex(path, readonly=True) as index:
+            total = index.counts()["evidence"]
+            timings = []
+            for _ in range(runs + 1):
+                t0 = time.perf_counter()
+                explanation = explain_experiment(index, rules, name, namespace)
+                timings.append((time.perf_counter() - t0) * 1000)
+        timings = timings[1:]  # the first run warms the page cache
+        typer.echo(
+            f"explain {name!r} on {total:,} records: p50 {statistics.median(timings):.1f} ms, "
+            f"p95 {sorted(timings)[int(len(timings) * 0.95) - 1]:.1f} ms, max {max(timings):.1f} ms "
+            f"over {runs} runs; {len(explanation.attempts)} attempts, {len(explanation.timeline)} timeline records, "
+            f"verdict {explanation.verdict.category}"
+        )
+
+
+@app.command("cli")
+def bench_cli(
+    ctx: typer.Context,
+    experiment: Annotated[
+        str | None,
+        typer.Option("--experiment", help="Also time `whyjob EXPERIMENT` against --index."),
+    ] = None,
+    runs: Annotated[int, typer.Option("--runs")] = 10,
+) -> None:
+    """Wall time of whole `whyjob` processes: start-up, --help, and an explain."""
+    import subprocess
+
+    state = state_of(ctx)
+    whyjob = [sys.executable, "-m", "whyjob.cli"]
+    cases = [("whyjob --help", [*whyjob, "--help"])]
+    if experiment:
+        cases.append(
+            (f"whyjob {experiment}", [*whyjob, "--index", str(state.settings.index), experiment])
+        )
+    for label, command in cases:
+        timings = []
+        for _ in range(runs + 1):
+            t0 = time.perf_counter()
+            subprocess.run(
+                command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+            )
+            timings.append(time.perf_counter() - t0)
+        timings = timings[1:]
+        typer.echo(
+            f"{label}: median {statistics.median(timings) * 1000:.0f} ms, max {max(timings) * 1000:.0f} ms over {runs} runs"
+        )
+
+
+_worker_rules: RuleSet | None = None
+
+
+def _init_worker(extra: list[Path]) -> None:
+    global _worker_rules
+    from whyjob.explain.ruleset import load_rules
+
+    _worker_rules = load_rules(extra)
+
+
+def _score(job: tuple[str, int, bool]) -> Scorecard:
+    from whyjob.cli.accuracy import Scorecard, run_one
+
+    scenario, seed, noise = job
+    assert _worker_rules is not None
+    try:
+        return run_one(scenario, seed, _worker_rules, noise)
+    except Exception as exc:  # a crash is a result to report, not a reason to stop the run
+        card = Scorecard()
+        card.failures.append(f"{scenario} seed {seed}: {type(exc).__name__}: {exc}")
+        return card
+
+
+@app.command("accuracy")
+def bench_accuracy(
+    ctx: typer.Context,
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds per scenario.")] = 10,
+    scenario: Annotated[
+        list[str] | None, typer.Option("--scenario", help="Only these scenarios (repeatable).")
+    ] = None,
+    noise: Annotated[
+        bool, typer.Option("--noise/--no-noise", help="Simulate unrelated activity and clock skew.")
+    ] = True,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", help="Worker processes [default: CPU count].")
+    ] = 0,
+    show_wrong: Annotated[
+        int, typer.Option("--show-wrong", help="Print up to this many wrong attempts.")
+    ] = 20,
+) -> None:
+    """Per-category precision and recall, and first-domino accuracy, over simulated incidents."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    from whyjob.cli.accuracy import Scorecard, by_scenario
+    from whyjob.sim import SCENARIOS
+
+    names = scenario or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        fail(f"unknown scenario(s) {', '.join(unknown)}; see `whyjob simulate --list`", 2)
+    work = [(name, seed, noise) for name in names for seed in range(1, seeds + 1)]
+    extra = list(state_of(ctx).settings.rule_paths)
+    total = Scorecard()
+    started = time.perf_counter()
+    with ProcessPoolExecutor(
+        jobs or os.cpu_count() or 1, initializer=_init_worker, initargs=(extra,)
+    ) as pool:
+        for card in pool.map(_score, work, chunksize=4):
+            total.add(card)
+    elapsed = time.perf_counter() - started
+    typer.echo(
+        f"{len(work)} runs ({len(names)} scenarios x {seeds} seeds, noise {'on' if noise else 'off'}) in {elapsed:.0f} s; {len(total.outcomes)} attempts scored"
+    )
+    typer.echo(f"{'category':<24} {'precision':>9} {'recall':>7} {'support':>8}")
+    for category, (precision, recall, support) in total.per_category().items():
+        typer.echo(f"{category:<24} {precision:>9.3f} {recall:>7.3f} {support:>8}")
+    right = sum(o.correct for o in total.outcomes)
+    typer.echo(
+        f"{'all attempts':<24} {'':>9} {right / max(1, len(total.outcomes)):>7.3f} {len(total.outcomes):>8}"
+    )
+    typer.echo(
+        f"first-domino accuracy: {total.roots_right}/{total.roots_total} = {total.roots_right / max(1, total.roots_total):.3f}"
+    )
+    weak = [(name, r, t) for name, (r, t) in by_scenario(total).items() if r < t]
+    if weak:
+        typer.echo("scenarios with misses: " + ", ".join(f"{n} {r}/{t}" for n, r, t in weak))
+    for outcome in total.wrong()[:show_wrong]:
+        typer.echo(
+            f"  wrong: {outcome.scenario} seed {outcome.seed} {outcome.key}: expected {outcome.expected}"
+            + (f" <- {outcome.expected_cause}" if outcome.expected_cause else "")
+            + f", got {outcome.predicted}"
+            + (f" <- {outcome.predicted_cause}" if outcome.predicted_cause else "")
+        )
+    for failure in total.failures:
+        typer.echo(f"  crashed: {failure}")
+    if total.failures:
+        raise typer.Exit(1)

@@ -1,0 +1,76 @@
+"""`whyjob explain`: the question whyjob exists to answer."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from whyjob.cli.state import fail, state_of
+
+__all__ = ["explain", "load_ruleset"]
+
+
+def load_ruleset(ctx: typer.Context, extra: list[Path] | None = None):  # type: ignore[no-untyped-def]
+    """The shipped rules plus configured and --rules folders; a bad rule file is a clean error."""
+    from whyjob.core.errors import WhyjobError
+    from whyjob.explain.ruleset import load_rules
+
+    settings = state_of(ctx).settings
+    try:
+        return load_rules([*settings.rule_paths, *(extra or [])])
+    except WhyjobError as exc:
+        fail(str(exc), exc.exit_code)
+
+
+def explain(
+    ctx: typer.Context,
+    experiment: Annotated[
+        str,
+        typer.Argument(
+            help="The experiment's name (a job, JobSet, Ray cluster or `experiment` label)."
+        ),
+    ],
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", "-n", help="Namespace, when the name exists in several."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the Explanation as JSON (docs/explanation.md).")
+    ] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print Markdown, for an issue or a notebook.")
+    ] = False,
+    timeline: Annotated[
+        int, typer.Option("--timeline", help="Timeline entries to show in text (0: none, -1: all).")
+    ] = 20,
+    rules: Annotated[
+        list[Path] | None, typer.Option("--rules", help="Extra rule file or folder (repeatable).")
+    ] = None,
+) -> None:
+    """Explain what happened to an experiment: every attempt, why it ended, and the evidence."""
+    from whyjob.core.errors import WhyjobError
+    from whyjob.explain.engine import explain_experiment
+    from whyjob.explain.render import render_markdown, render_text
+
+    state = state_of(ctx)
+    ruleset = load_ruleset(ctx, rules)
+    with state.open_index(readonly=True) as index:
+        try:
+            explanation = explain_experiment(index, ruleset, experiment, namespace)
+        except WhyjobError as exc:
+            fail(str(exc), exc.exit_code)
+    if as_json:
+        import orjson
+
+        sys.stdout.buffer.write(
+            orjson.dumps(explanation.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+        )
+    elif markdown:
+        sys.stdout.write(render_markdown(explanation))
+    else:
+        sys.stdout.write(
+            render_text(explanation, timeline_limit=timeline, color=sys.stdout.isatty())
+        )

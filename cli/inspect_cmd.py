@@ -1,0 +1,159 @@
+"""Looking into the index: experiments, full-text search, one record, quarantine, stats."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from whyjob.cli.state import fail, state_of
+
+__all__ = ["experiments", "quarantine", "search", "show", "stats"]
+
+
+def experiments(
+    ctx: typer.Context,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only this namespace.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 50,
+) -> None:
+    """List the experiments the index knows, newest first."""
+    from whyjob.core.timeutil import format_ts
+
+    with state_of(ctx).open_index(readonly=True) as index:
+        found = index.experiments(namespace=namespace, limit=limit)
+    if not found:
+        typer.echo("no experiments in the index yet: `whyjob ingest PATH` or `whyjob demo`")
+        return
+    width = max(len(e.name) for e in found)
+    typer.echo(
+        f"{'experiment':<{width}}  {'namespace':<16} {'launcher':<18} {'first seen':<20} last seen"
+    )
+    for e in found:
+        typer.echo(
+            f"{e.name:<{width}}  {e.namespace:<16} {e.launcher:<18} {format_ts(e.first_seen):<20} {format_ts(e.last_seen)}"
+        )
+
+
+def _line(ev) -> str:  # type: ignore[no-untyped-def]
+    from whyjob.core.timeutil import format_ts
+
+    where = ev.pod or ev.node or ev.instance_id or ev.gpu_uuid or ev.asg or ev.experiment or "-"
+    return f"{format_ts(ev.ts)}  {ev.public_id}  {ev.kind:<22} {where:<36} {ev.message[:140]}"
+
+
+def search(
+    ctx: typer.Context,
+    query: Annotated[
+        str,
+        typer.Argument(
+            help='Full-text query (SQLite FTS5 syntax: words, "a phrase", AND, OR, prefix*).'
+        ),
+    ],
+    limit: Annotated[int, typer.Option("--limit", help="Most recent matches to show.")] = 50,
+) -> None:
+    """Search every record's message."""
+    from whyjob.core.errors import WhyjobError
+
+    with state_of(ctx).open_index(readonly=False) as index:
+        if index.search_backlog():
+            added = index.sync_search()
+            sys.stderr.write(f"whyjob: indexed {added:,} new records for search\n")
+        try:
+            found = index.search(query, limit)
+        except WhyjobError as exc:
+            fail(str(exc), 2)
+    for ev in found:
+        typer.echo(_line(ev))
+    if not found:
+        typer.echo("no matches")
+
+
+def show(
+    ctx: typer.Context,
+    ids: Annotated[
+        list[str], typer.Argument(help="Evidence ids (16 hex digits, as printed by explain).")
+    ],
+    raw: Annotated[
+        bool, typer.Option("--raw/--no-raw", help="Also print the record as its source gave it.")
+    ] = True,
+) -> None:
+    """Print evidence records by id, with their attributes and raw source."""
+    import orjson
+
+    from whyjob.core.evidence import parse_id
+
+    try:
+        wanted = [parse_id(i) for i in ids]
+    except ValueError as exc:
+        fail(str(exc), 2)
+    with state_of(ctx).open_index(readonly=True) as index:
+        found = {ev.id: ev for ev in index.get(wanted)}
+        for number in wanted:
+            ev = found.get(number)
+            if ev is None:
+                sys.stderr.write(f"whyjob: no record {number:016x} in the index\n")
+                continue
+            typer.echo(_line(ev))
+            entities = ", ".join(f"{k}={v}" for k, v in ev.entities().items())
+            typer.echo(f"  source {ev.source}, severity {ev.severity}, from {ev.origin}")
+            if entities:
+                typer.echo(f"  {entities}")
+            if ev.attrs:
+                typer.echo(
+                    "  attrs " + orjson.dumps(ev.attrs, option=orjson.OPT_SORT_KEYS).decode()
+                )
+            body = index.raw(ev.id) if raw else None
+            if body:
+                try:
+                    pretty = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2).decode()
+                except orjson.JSONDecodeError:
+                    pretty = body.decode("utf-8", "replace")
+                typer.echo("  raw:\n    " + pretty.replace("\n", "\n    "))
+    if len(found) < len(wanted):
+        raise typer.Exit(3)
+
+
+def quarantine(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("--limit", help="Most recent rejections to show.")] = 50,
+    body: Annotated[
+        bool, typer.Option("--body", help="Also print the rejected bytes (first 400).")
+    ] = False,
+) -> None:
+    """List records that were rejected at import, with file, line and reason."""
+    from whyjob.core.timeutil import format_ts
+
+    with state_of(ctx).open_index(readonly=True) as index:
+        rows = index.quarantined(limit)
+    if not rows:
+        typer.echo("nothing in quarantine")
+        return
+    for _, at, origin, fmt, reason, data in rows:
+        typer.echo(f"{format_ts(at)}  {origin}  [{fmt or '-'}]  {reason}")
+        if body and data:
+            typer.echo(
+                "    " + bytes(data[:400]).decode("utf-8", "replace").replace("\n", "\n    ")
+            )
+
+
+def stats(ctx: typer.Context) -> None:
+    """How much the index holds, by table and by kind."""
+    from whyjob.core.timeutil import format_ts
+
+    state = state_of(ctx)
+    with state.open_index(readonly=True) as index:
+        counts = index.counts()
+        kinds = index.kinds()
+        first, last = index.time_range()
+    size = state.settings.index.stat().st_size
+    typer.echo(f"index {state.settings.index} ({size / 1e6:,.1f} MB)")
+    typer.echo(f"records {counts['evidence']:,} from {format_ts(first)} to {format_ts(last)}")
+    typer.echo(
+        f"pods {counts['pods']:,}, experiments {counts['experiments']:,}, bindings {counts['bindings']:,}, "
+        f"quarantined {counts['quarantine']:,}, imports {counts['imports']:,}"
+    )
+    for kind, n in kinds.items():
+        typer.echo(f"  {kind:<24} {n:>12,}")

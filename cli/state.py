@@ -1,0 +1,64 @@
+"""What every command shares: settings, the index, and how errors reach the user."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from whyjob.core.index import SqliteIndex
+    from whyjob.core.settings import Settings
+
+__all__ = ["State", "fail", "state_of", "warn"]
+
+
+@dataclass(slots=True)
+class State:
+    """Built once in the app callback from --config, --index and the environment."""
+
+    config: Path | None = None
+    index_override: Path | None = None
+    _settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            from whyjob.core.errors import WhyjobError
+            from whyjob.core.settings import load_settings
+
+            try:
+                settings = load_settings(self.config)
+            except WhyjobError as exc:
+                fail(str(exc), exc.exit_code)
+            self._settings = settings.with_overrides(index=self.index_override)
+        return self._settings
+
+    def open_index(self, *, readonly: bool) -> SqliteIndex:
+        from whyjob.core.errors import WhyjobError
+        from whyjob.core.index import SqliteIndex
+
+        try:
+            return SqliteIndex(self.settings.index, readonly=readonly)
+        except WhyjobError as exc:
+            fail(str(exc), exc.exit_code)
+
+
+def state_of(ctx: typer.Context) -> State:
+    root = ctx.find_root()
+    if not isinstance(root.obj, State):
+        root.obj = State()
+    return root.obj
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print a one-line error (no traceback) and exit with `code`."""
+    sys.stderr.write(f"whyjob: error: {message}\n")
+    raise typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"whyjob: {message}\n")

@@ -1,0 +1,1 @@
+"""Collectors: turn native records (export files, live APIs) into evidence in the index."""

@@ -1,0 +1,240 @@
+"""JSON documents out of a file, keeping every good record of a bad file.
+
+The fast path parses the whole file with orjson. When that fails the file is walked with the
+stdlib decoder, which reports positions: concatenated documents (`kubectl get -w -o json`) and
+JSON Lines (`journalctl -o json`) are split into documents, and a truncated or corrupt list is
+salvaged element by element, so everything before the damage is still imported and the damage
+itself is reported with its line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+__all__ = ["Damage", "Doc", "iter_json_docs"]
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+# Lone surrogates stand for undecodable bytes (errors="surrogateescape").
+_SURROGATE = re.compile("[\udc80-\udcff]")
+# The next line that starts a new top-level document, for resynchronising after damage.
+_NEXT_DOC = re.compile(r"\n(?=[{\[])")
+
+
+@dataclass(slots=True)
+class Doc:
+    """A parsed document and the line it starts on. `partial` when salvaged from damage."""
+
+    value: Any
+    line: int
+    partial: bool = False
+
+
+@dataclass(slots=True)
+class Damage:
+    """Bytes that could not be parsed: the line they start on, why, and the bytes themselves."""
+
+    line: int
+    reason: str
+    body: bytes
+
+
+def _line_at(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    match = _WHITESPACE.match(text, pos)
+    return match.end() if match else pos
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def iter_json_docs(data: bytes) -> Iterator[Doc | Damage]:
+    """Every JSON document in `data`, in order, with damage reported in place."""
+    try:
+        yield Doc(orjson.loads(data), 1)
+        return
+    except orjson.JSONDecodeError:
+        pass
+    text = data.decode("utf-8", "surrogateescape")
+    if _looks_like_json_lines(text):
+        yield from _json_lines(text)
+        return
+    pos = _skip_ws(text, 0)
+    if text.startswith("\ufeff", pos):
+        pos += 1
+    while pos < len(text):
+        start = pos
+        try:
+            value, end = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            yield from _salvage(text, start, exc)
+            found = _NEXT_DOC.search(text, exc.pos)
+            if not found:
+                return
+            pos = found.end()
+            continue
+        chunk = text[start:end]
+        if _SURROGATE.search(chunk):
+            yield from _split_invalid_utf8(chunk, _line_at(text, start))
+        else:
+            yield Doc(value, _line_at(text, start))
+        pos = _skip_ws(text, end)
+
+
+def _looks_like_json_lines(text: str) -> bool:
+    """JSON Lines: the first line is a whole document on its own and more lines follow."""
+    first, newline, rest = text.lstrip("\ufeff").partition("\n")
+    if not newline or not rest.strip() or not first.lstrip().startswith("{"):
+        return False
+    try:
+        orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _json_lines(text: str) -> Iterator[Doc | Damage]:
+    for number, line in enumerate(text.lstrip("\ufeff").split("\n"), start=1):
+        if not line.strip():
+            continue
+        if _SURROGATE.search(line):
+            yield Damage(number, "invalid UTF-8 in this line", _encode(line))
+            continue
+        try:
+            yield Doc(orjson.loads(line), number)
+        except orjson.JSONDecodeError as exc:
+            reason = "truncated JSON line" if number >= text.count("\n") else "invalid JSON"
+            yield Damage(number, f"{reason}: {exc}", _encode(line))
+
+
+def _split_invalid_utf8(chunk: str, line: int) -> Iterator[Doc | Damage]:
+    """A document with undecodable bytes: keep its clean list elements, reject the others."""
+    value, damages = _partial(chunk, 0)
+    if value is not None:
+        yield Doc(value, line, partial=True)
+    if not damages:
+        match = _SURROGATE.search(chunk)
+        assert match is not None
+        byte = ord(match.group()) - 0xDC00
+        damages = [(0, len(chunk), f"invalid UTF-8 byte 0x{byte:02x}")]
+    for begin, end, reason in damages:
+        yield Damage(line + chunk.count("\n", 0, begin), reason, _encode(chunk[begin:end]))
+
+
+def _salvage(text: str, start: int, error: json.JSONDecodeError) -> Iterator[Doc | Damage]:
+    """Recover the intact elements of a damaged `{"key": [...]}` or `[...]` document."""
+    value, damages = _partial(text, start)
+    if value is not None:
+        yield Doc(value, _line_at(text, start), partial=True)
+    if not damages:
+        end = _NEXT_DOC.search(text, error.pos)
+        damages = [(start, end.start() if end else len(text), _describe(text, error))]
+    for begin, end_pos, reason in damages:
+        yield Damage(_line_at(text, begin), reason, _encode(text[begin:end_pos][:65536]))
+
+
+def _describe(text: str, error: json.JSONDecodeError) -> str:
+    if error.pos >= len(text.rstrip()):
+        return "truncated JSON document (the file ends in the middle of a value)"
+    return f"invalid JSON: {error.msg} (line {error.lineno} column {error.colno})"
+
+
+_Span = tuple[int, int, str]  # start, end, reason of one damaged stretch
+
+
+def _partial(text: str, start: int) -> tuple[Any, list[_Span]]:
+    """Parse as much of a top-level object or array as is intact.
+
+    Only arrays are descended into (that is where exports keep their records); a damaged
+    element is skipped and reported, and parsing resumes at the next element.
+    """
+    pos = _skip_ws(text, start)
+    if pos >= len(text) or text[pos] not in "[{":
+        return None, []
+    if text[pos] == "[":
+        items, array_damages, _ = _partial_array(text, pos)
+        return (items or None), array_damages
+    out: dict[str, Any] = {}
+    damages: list[_Span] = []
+    pos = _skip_ws(text, pos + 1)
+    while pos < len(text) and text[pos] != "}":
+        try:
+            key, pos = _DECODER.raw_decode(text, pos)
+            pos = _skip_ws(text, pos)
+            if not isinstance(key, str) or not text.startswith(":", pos):
+                raise json.JSONDecodeError("expected a key and a colon", text, pos)
+            pos = _skip_ws(text, pos + 1)
+            if text.startswith("[", pos):
+                out[key], found, pos = _partial_array(text, pos)
+                damages.extend(found)
+            else:
+                out[key], pos = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            end = _NEXT_DOC.search(text, exc.pos)
+            damages.append((exc.pos, end.start() if end else len(text), _describe(text, exc)))
+            break
+        pos = _skip_ws(text, pos)
+        if text.startswith(",", pos):
+            pos = _skip_ws(text, pos + 1)
+    usable = any(isinstance(v, list) and v for v in out.values())
+    return (out if usable else None), damages
+
+
+def _partial_array(text: str, pos: int) -> tuple[list[Any], list[_Span], int]:
+    """The intact elements of the array at `pos`, the damaged stretches, and where it ends."""
+    items: list[Any] = []
+    damages: list[_Span] = []
+    pos = _skip_ws(text, pos + 1)
+    while pos < len(text):
+        if text[pos] == "]":
+            return items, damages, pos + 1
+        try:
+            value, end = _DECODER.raw_decode(text, pos)
+            if _SURROGATE.search(text, pos, end):
+                damages.append((pos, end, "invalid UTF-8 inside this record"))
+            else:
+                items.append(value)
+        except json.JSONDecodeError as exc:
+            resume = _next_element(text, pos, exc.pos)
+            reason = _describe(text, exc)
+            if resume is None:
+                damages.append((pos, len(text), reason))
+                return items, damages, len(text)
+            damages.append((pos, resume, reason))
+            end = resume
+        pos = _skip_ws(text, end)
+        if text.startswith(",", pos):
+            pos = _skip_ws(text, pos + 1)
+    if not damages or damages[-1][1] < len(text):
+        damages.append((pos, len(text), "truncated JSON document (the file ends inside a list)"))
+    return items, damages, len(text)
+
+
+def _next_element(text: str, start: int, failed_at: int) -> int | None:
+    """Where the element after a damaged one begins: the next sibling at the same indentation
+    (pretty-printed exports) or the next `},{` (minified ones) that parses."""
+    line_start = text.rfind("\n", 0, start) + 1
+    indent = text[line_start:start]
+    pattern = (
+        re.compile(r"\n" + re.escape(indent) + r"(?=\{)")
+        if indent.strip() == "" and indent
+        else re.compile(r"\}\s*,\s*(?=\{)")
+    )
+    for match in pattern.finditer(text, max(failed_at, start + 1)):
+        try:
+            _DECODER.raw_decode(text, match.end())
+        except json.JSONDecodeError:
+            continue
+        # The separator before the sibling belongs to the damaged stretch.
+        return match.end()
+    return None

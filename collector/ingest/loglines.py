@@ -1,0 +1,124 @@
+"""Job log lines: cleaned, redacted and classified at ingest.
+
+Classification decides what the index keeps in the fast path: error-looking lines
+(`log.error`), training progress (`log.progress`) and checkpoint markers (`log.checkpoint`)
+are read by every explanation; the rest (`log.line`) only as the tail before a termination.
+The patterns are deliberately generous: a false `log.error` costs a row, a missed one can cost
+the diagnosis. Meaning is assigned later by the rules, not here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from whyjob.core.evidence import Severity
+
+__all__ = ["Classified", "classify", "clean", "redact"]
+
+_ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+_ERROR: Final = re.compile(
+    r"Traceback \(most recent call last\)"
+    r"|\b[A-Za-z_][\w.:]*(?:Error|Exception)\b"
+    r"|\b(?:ERROR|FATAL|CRITICAL|Fatal Python error|Segmentation fault|core dumped|Bus error)\b"
+    r"|^\s*(?:\[[^\]]*\]:?)?\[?[EF]\d{4} \d\d:\d\d:\d\d"  # glog / c10 error and fatal lines
+    r"|terminate called|Watchdog caught|NCCL WARN|\bNCCL error|CUDA error|out of memory"
+    r"|No space left on device|Input/output error|\[Errno \d+\]|\bKilled\b|exited unexpectedly"
+    r"|killed by signal|\bfailed\b|\bNaN\b|(?i:loss)[^\n|,]{0,20}[:=]\s*(?:nan|inf)\b"
+    r"|OVERFLOW!|cannot decrease scale",
+    re.MULTILINE,
+)
+_WARNING: Final = re.compile(r"\b(?:WARN(?:ING)?|[Ww]arning)\b|^\s*\[?W\d{4} ")
+_CHECKPOINT: Final = re.compile(
+    r"(?i)(?P<verb>sav(?:e|ed|ing)|wr(?:ote|itten|iting)|load(?:ed|ing)?|restor(?:ed|ing)"
+    r"|resum(?:ed|ing))\b[^\n]{0,80}?\bcheckpoint"
+    r"|\bcheckpoint\b[^\n]{0,120}?\b(?P<after>saved|is ready|written|loaded|restored)\b"
+    r"|(?P<lightning>saving model to \S+\.ckpt)"
+)
+_STEP: Final = re.compile(
+    r"(?i)(?:\b(?:global[_ ]?step|step|iteration|iter)\b\s*[:=#]?\s*|checkpoint-|global_step)"
+    r"(?P<step>\d+)"
+)
+_TQDM: Final = re.compile(r"\b(?P<step>\d+)/(?P<total>\d+) \[\d")
+_PROGRESS: Final = re.compile(
+    r"(?i)\b(?:global[_ ]?step|step|iteration|iter)\b\s*[:=#]?\s*\d+|\b\d+/\d+ \[\d|'loss': "
+)
+# Secrets: tokens with a recognisable shape, credentials in URLs, and key=value secrets.
+_SECRET_HINT: Final = re.compile(
+    r"hf_|ghp_|gho_|github_pat_|xox[abposr]-|AKIA|ASIA|sk-|eyJ|://[^/\s:@]+:[^/\s@]+@"
+    r"|(?i:password|passwd|secret|token|api[_-]?key|authorization)"
+)
+_SECRETS: Final = (
+    (re.compile(r"\b(hf_|ghp_|gho_|github_pat_|sk-)[A-Za-z0-9_\-]{16,}"), r"\1[REDACTED]"),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), "xox-[REDACTED]"),
+    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), r"\1[REDACTED]"),
+    (
+        re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]+"),
+        "[REDACTED-JWT]",
+    ),
+    (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), r"\1[REDACTED]@"),
+    (
+        re.compile(
+            r"(?i)\b(password|passwd|secret|token|api[_-]?key|access[_-]?key)(\s*[=:]\s*)"
+            r"(?![\[{(])[^\s,;'\"]{4,}"
+        ),
+        r"\1\2[REDACTED]",
+    ),
+    (re.compile(r"(?i)(authorization:\s*(?:bearer|basic)\s+)\S+"), r"\1[REDACTED]"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Classified:
+    kind: str
+    severity: int
+    step: int | None = None
+    phase: str | None = None
+
+
+def clean(text: str) -> str:
+    """Strip ANSI colour codes and carriage returns (progress bars) from a log line."""
+    return _ANSI.sub("", text) if ("\x1b" in text or "\r" in text) else text
+
+
+def redact(text: str) -> str:
+    """Replace secrets (tokens, keys, passwords in URLs) before anything is stored."""
+    if not _SECRET_HINT.search(text):
+        return text
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+_LINE = Classified("log.line", Severity.INFO)
+_WARN = Classified("log.line", Severity.WARNING)
+
+
+def _step(text: str) -> int | None:
+    match = _STEP.search(text) or _TQDM.search(text)
+    return int(match.group("step")) if match else None
+
+
+def classify(text: str) -> Classified:
+    """The kind and severity of one cleaned log line."""
+    if checkpoint := _CHECKPOINT.search(text):
+        verb = (checkpoint.group("verb") or checkpoint.group("after") or "save").lower()
+        if verb.startswith(("load", "restor", "resum")):
+            phase = "load"
+        elif verb.startswith(("saved", "written", "wrote", "is ready")) or checkpoint.group(
+            "lightning"
+        ):
+            phase = "saved"
+        else:
+            phase = "save"
+        if not _ERROR.search(text):
+            return Classified("log.checkpoint", Severity.INFO, _step(text), phase)
+    if _ERROR.search(text):
+        return Classified("log.error", Severity.ERROR)
+    if _PROGRESS.search(text):
+        return Classified("log.progress", Severity.INFO, _step(text))
+    if _WARNING.search(text):
+        return _WARN
+    return _LINE

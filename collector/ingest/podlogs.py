@@ -1,0 +1,300 @@
+"""Container logs: the kubelet's CRI files, docker json-file logs, and plain log files.
+
+The kubelet writes `/var/log/pods/<namespace>_<pod>_<uid>/<container>/<restart>.log`, so the
+path names the pod, its uid, the container and which run of it (the restart index). A plain
+log file says none of that and is attached to a pod with `--pod NAMESPACE/POD[/CONTAINER]`.
+
+Every line is cleaned (ANSI codes), redacted (secrets) and classified (loglines.py). Its id
+hashes the container run with the line's own timestamp and, for lines sharing a timestamp,
+their order; so the same line read from the file and from a live tail is stored once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import PurePosixPath
+from typing import Any
+
+from whyjob.collector.ingest.base import Context, Item, Rejected
+from whyjob.collector.ingest.loglines import classify, clean, redact
+from whyjob.core.entities import PodRecord
+from whyjob.core.timeutil import parse_ts
+
+__all__ = [
+    "looks_like_cri",
+    "looks_like_docker_json",
+    "parse_cri_text",
+    "parse_docker_json",
+    "parse_plain_text",
+    "pod_from_path",
+]
+
+_CRI_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (stdout|stderr) ([FP]) ?(.*)$"
+)
+_POD_DIR = re.compile(
+    r"^(?P<namespace>[a-z0-9][-a-z0-9]*)_(?P<pod>[a-z0-9][-a-z0-9.]*)_(?P<uid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
+)
+_RESTART_FILE = re.compile(r"^(?P<restart>\d+)\.log(?:\.\d{8}-\d{6}(?:\.gz)?)?$")
+# /var/log/containers/<pod>_<namespace>_<container>-<64 hex container id>.log
+_CONTAINERS_FILE = re.compile(
+    r"^(?P<pod>[a-z0-9][-a-z0-9.]*)_(?P<namespace>[a-z0-9][-a-z0-9]*)_(?P<container>[-a-z0-9]+)-[0-9a-f]{64}\.log$"
+)
+
+# Leading timestamps in plain logs, newest styles first.
+_PLAIN_STAMPS = (
+    # kubectl logs --timestamps, RFC 3339
+    re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s"),
+    # python logging / DeepSpeed: 2026-03-04 10:11:12,345 or [2026-03-04 10:11:12,345]
+    re.compile(r"^\[?(?P<iso>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]?\s"),
+    # glog and c10 (PyTorch): E1218 20:27:21.426415540, [rank0]:[E1218 20:27:21.426 ...
+    re.compile(
+        r"^(?:\[rank\d+\]:)?\[?[IWEF](?P<mon>\d\d)(?P<day>\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?\s"
+    ),
+)
+
+
+@lru_cache(maxsize=4096)
+def _second(stamp: str) -> int:
+    return int(datetime.fromisoformat(stamp).replace(tzinfo=UTC).timestamp()) * 1000
+
+
+def _cri_ts(stamp: str) -> int:
+    """RFC 3339 with nanoseconds, fast for the common UTC form (one parse per second)."""
+    if stamp.endswith("Z") and len(stamp) >= 20:
+        millis = int(stamp[20:23].ljust(3, "0")) if stamp[19] == "." else 0
+        return _second(stamp[:19]) + millis
+    return parse_ts(stamp)
+
+
+# A host name: DNS labels with a digit, and a dot or two dashes (ip-10-0-1-2.ec2.internal,
+# gke-pool-1a2b3c4d-x7k2, aks-gpupool-12345678-vmss000003), not "kern" or "events".
+_NODE_NAME = re.compile(
+    r"^(?=.*\d)(?=.*[.]|.*-.*-)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+
+
+def node_from_path(path: str) -> str | None:
+    """The node a node-local file names by its own name or its folder's."""
+    parts = PurePosixPath(path.replace("\\", "/")).parts
+    for part in (PurePosixPath(parts[-1]).stem if parts else "", *reversed(parts[-3:-1])):
+        if _NODE_NAME.match(part):
+            return part
+    return None
+
+
+def pod_from_path(path: str) -> dict[str, Any]:
+    """What a kubelet log path says: namespace, pod, pod_uid, container, restart."""
+    parts = PurePosixPath(path.replace("\\", "/")).parts
+    restart = _RESTART_FILE.match(parts[-1]) if len(parts) >= 3 else None
+    pod = _POD_DIR.match(parts[-3]) if restart else None
+    if restart and pod:
+        return {**pod.groupdict(), "container": parts[-2], "restart": int(restart["restart"])}
+    if parts and (match := _CONTAINERS_FILE.match(parts[-1])):
+        return dict(match.groupdict())
+    return {}
+
+
+def looks_like_cri(first_lines: list[str]) -> bool:
+    lines = [line for line in first_lines if line.strip()]
+    return bool(lines) and all(_CRI_LINE.match(line) for line in lines[:3])
+
+
+def looks_like_docker_json(doc: Any) -> bool:
+    return isinstance(doc, dict) and "log" in doc and "stream" in doc and "time" in doc
+
+
+class _LogSink:
+    """Turns (line, ts, text, stream) into records for one container run."""
+
+    def __init__(self, ctx: Context, ident: Mapping[str, Any]) -> None:
+        self.ctx = ctx
+        self.fields = {
+            "namespace": ident.get("namespace"),
+            "pod": ident.get("pod"),
+            "pod_uid": ident.get("uid"),
+            "container": ident.get("container"),
+        }
+        self.restart = ident.get("restart")
+        self.native = (
+            f"{ident.get('uid') or ident.get('namespace')}/{ident.get('pod')}/"
+            f"{ident.get('container')}/{self.restart if self.restart is not None else '-'}"
+        )
+        self._last_stamp = ""
+        self._dup = 0
+
+    def record(self, line: int, ts: int, stamp: str, text: str, stream: str | None) -> Item:
+        if stamp == self._last_stamp:
+            self._dup += 1
+        else:
+            self._last_stamp, self._dup = stamp, 0
+        text = redact(clean(text))
+        verdict = classify(text)
+        attrs: dict[str, Any] = {"seq": line}
+        if stream:
+            attrs["stream"] = stream
+        if self.restart is not None:
+            attrs["restart"] = self.restart
+        if verdict.step is not None:
+            attrs["step"] = verdict.step
+        if verdict.phase is not None:
+            attrs["phase"] = verdict.phase
+        return self.ctx.evidence(
+            source="log",
+            native_id=self.native,
+            version=f"{stamp}/{self._dup}",
+            ts=ts,
+            kind=verdict.kind,
+            message=text,
+            severity=verdict.severity,
+            attrs=attrs,
+            line=line,
+            **self.fields,
+        )
+
+
+def _identity(ctx: Context) -> dict[str, Any] | None:
+    """The pod a log belongs to: from its path, else from --pod."""
+    hints = dict(ctx.path_hints)
+    ref = ctx.options.pod
+    if ref is not None:
+        hints.setdefault("namespace", ref.namespace)
+        hints.setdefault("pod", ref.name)
+        if ref.container:
+            hints.setdefault("container", ref.container)
+        if ref.uid:
+            hints.setdefault("uid", ref.uid)
+    if ctx.options.restart is not None:
+        hints["restart"] = ctx.options.restart
+    if not hints.get("pod"):
+        return None
+    hints.setdefault("container", "main")
+    return hints
+
+
+def _pod_record(ident: Mapping[str, Any], seen: int) -> PodRecord | None:
+    if ident.get("uid") and ident.get("namespace"):
+        return PodRecord(
+            uid=ident["uid"], namespace=ident["namespace"], name=ident["pod"], seen=seen
+        )
+    return None
+
+
+_NO_POD = (
+    "cannot tell which pod this log belongs to: its path is not a kubelet log path "
+    "(/var/log/pods/<namespace>_<pod>_<uid>/<container>/<n>.log); pass --pod NAMESPACE/POD[/CONTAINER]"
+)
+
+
+def parse_cri_text(ctx: Context, lines: Iterable[tuple[int, str]]) -> Iterator[Item]:
+    """Kubelet CRI log lines: `<RFC3339Nano> <stream> <F|P> <text>`; P parts are joined."""
+    ident = _identity(ctx)
+    if ident is None:
+        yield Rejected(None, _NO_POD)
+        return
+    sink = _LogSink(ctx, ident)
+    partial: dict[str, tuple[int, str, list[str]]] = {}
+    first = None
+    for number, text in lines:
+        match = _CRI_LINE.match(text)
+        if match is None:
+            if text.strip():
+                yield Rejected(
+                    number, "not a CRI log line (<timestamp> <stream> <F|P> <text>)", text.encode()
+                )
+            continue
+        stamp, stream, tag, body = match.groups()
+        if tag == "P":
+            held = partial.setdefault(stream, (number, stamp, []))
+            held[2].append(body)
+            continue
+        if stream in partial:
+            number, stamp, parts = partial.pop(stream)
+            body = "".join(parts) + body
+        try:
+            ts = _cri_ts(stamp)
+        except ValueError as exc:
+            yield Rejected(number, str(exc), text.encode())
+            continue
+        first = first if first is not None else ts
+        yield sink.record(number, ts, stamp, body, stream)
+    for stream, (number, stamp, parts) in partial.items():
+        yield sink.record(number, _cri_ts(stamp), stamp, "".join(parts), stream)
+    if first is not None and (record := _pod_record(ident, first)):
+        yield record
+
+
+def parse_docker_json(ctx: Context, docs: Iterable[tuple[int, Any]]) -> Iterator[Item]:
+    """Docker json-file lines: {"log": "...\\n", "stream": "stderr", "time": "..."}."""
+    ident = _identity(ctx)
+    if ident is None:
+        yield Rejected(None, _NO_POD)
+        return
+    sink = _LogSink(ctx, ident)
+    first = None
+    for line, doc in docs:
+        if not looks_like_docker_json(doc):
+            yield Rejected(line, "not a docker json-file log line (log, stream, time)")
+            continue
+        stamp = str(doc["time"])
+        try:
+            ts = _cri_ts(stamp)
+        except ValueError as exc:
+            yield Rejected(line, f"docker log line: {exc}")
+            continue
+        first = first if first is not None else ts
+        yield sink.record(line, ts, stamp, str(doc["log"]).rstrip("\n"), doc.get("stream"))
+    if first is not None and (record := _pod_record(ident, first)):
+        yield record
+
+
+def _plain_stamp(text: str, year: int) -> int | None:
+    for pattern in _PLAIN_STAMPS:
+        match = pattern.match(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        try:
+            if groups.get("iso"):
+                iso = groups["iso"].replace(",", ".")
+                return parse_ts(
+                    iso if iso[-1] == "Z" or "+" in iso[10:] or iso.count("-") > 2 else iso + "Z"
+                )
+            frac = (groups.get("frac") or "0")[:3].ljust(3, "0")
+            return _second(f"{year:04d}-{groups['mon']}-{groups['day']}T{groups['time']}") + int(
+                frac
+            )
+        except ValueError:
+            return None
+    return None
+
+
+def parse_plain_text(ctx: Context, lines: Iterable[tuple[int, str]]) -> Iterator[Item]:
+    """A log file with no fixed format, attached to a pod by --pod.
+
+    Lines take the timestamp they start with; lines without one (traceback frames) take the
+    previous line's. When the file has no timestamps at all, every line gets --at or the file's
+    modification time, and the order is kept in attrs.seq.
+    """
+    ident = _identity(ctx)
+    if ident is None:
+        yield Rejected(None, _NO_POD)
+        return
+    year = ctx.options.year or datetime.fromtimestamp((ctx.mtime_ms or 0) / 1000, UTC).year
+    rows = [(number, text, _plain_stamp(text, year)) for number, text in lines if text.strip()]
+    stamps = [ts for _, _, ts in rows if ts is not None]
+    fallback = ctx.options.at or ctx.mtime_ms
+    if not stamps and fallback is None:
+        yield Rejected(None, "log lines carry no timestamps: pass --at TIME (when the log ended)")
+        return
+    sink = _LogSink(ctx, ident)
+    current = stamps[0] if stamps else fallback
+    assert current is not None
+    for number, text, ts in rows:
+        current = ts if ts is not None else current
+        yield sink.record(number, current, str(current), text, None)
+    if record := _pod_record(ident, stamps[0] if stamps else current):
+        yield record

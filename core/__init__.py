@@ -1,0 +1,1 @@
+"""The shared kernel: evidence model, entities, taxonomy, settings, errors and the index."""

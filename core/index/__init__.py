@@ -1,0 +1,5 @@
+"""The evidence index. SQLite is the embedded default; see docs/index.md."""
+
+from whyjob.core.index.sqlite import SqliteIndex
+
+__all__ = ["SqliteIndex"]

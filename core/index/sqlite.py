@@ -1,0 +1,573 @@
+"""The embedded index: one SQLite file in WAL mode.
+
+WAL lets `whyjob explain` read while `whyjob ingest` or a collector writes. Writes go in
+batches inside one transaction; the deterministic evidence id is the rowid, so
+`INSERT OR IGNORE` is both the insert and the dedup check.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from whyjob.core.entities import Binding, ExperimentRecord, PodRecord
+from whyjob.core.errors import IndexLocked, IndexProblem, IndexTooNew
+from whyjob.core.evidence import Evidence
+from whyjob.core.index.schema import MIGRATIONS, SCHEMA_VERSION
+
+__all__ = ["QuarantineRow", "SqliteIndex"]
+
+_EVIDENCE_COLUMNS = (
+    "id, ts, ts_end, source, kind, severity, cluster, namespace, experiment, pod, pod_uid, "
+    "container, node, instance_id, gpu_uuid, asg, message, attrs, origin"
+)
+_INSERT_EVIDENCE = (
+    f"INSERT INTO evidence (seq, {_EVIDENCE_COLUMNS}) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_SEARCH_CHUNK = 200_000
+# The columns an entity query may filter on; each has a partial index (schema.py).
+_ENTITY_COLUMNS = frozenset({"node", "instance_id", "gpu_uuid", "asg", "pod", "experiment"})
+# SQLite's default limit on bound parameters is 32766; stay far below it.
+_CHUNK = 500
+
+
+class QuarantineRow(tuple[int, int, str, str | None, str, bytes | None]):
+    """(id, at, origin, format, reason, body) of one rejected record."""
+
+
+def _row_to_evidence(row: sqlite3.Row | tuple[Any, ...]) -> Evidence:
+    attrs = row[17]
+    return Evidence(
+        id=row[0],
+        ts=row[1],
+        ts_end=row[2],
+        source=row[3],
+        kind=row[4],
+        severity=row[5],
+        cluster=row[6],
+        namespace=row[7],
+        experiment=row[8],
+        pod=row[9],
+        pod_uid=row[10],
+        container=row[11],
+        node=row[12],
+        instance_id=row[13],
+        gpu_uuid=row[14],
+        asg=row[15],
+        message=row[16],
+        attrs=orjson.loads(attrs) if attrs else {},
+        origin=row[18],
+    )
+
+
+def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(values), _CHUNK):
+        yield values[start : start + _CHUNK]
+
+
+class SqliteIndex:
+    """An open index file. Not thread-safe: one instance per thread or process."""
+
+    def __init__(self, path: Path, *, readonly: bool = False, busy_timeout_s: float = 30.0):
+        self.path = path
+        self.readonly = readonly
+        if readonly and not path.exists():
+            raise IndexProblem(
+                f"no index at {path}: ingest something first (`whyjob ingest PATH`) "
+                "or point --index / WHYJOB_INDEX at an existing one"
+            )
+        if not readonly:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(
+                path, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
+            )
+            self._configure()
+            if not readonly:
+                self._migrate()
+            else:
+                self._check_version()
+        except sqlite3.DatabaseError as exc:
+            raise IndexProblem(f"{path} is not a usable whyjob index: {exc}") from None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _configure(self) -> None:
+        db = self._db
+        db.execute("PRAGMA busy_timeout = 30000")
+        if not self.readonly:
+            # 16 KiB pages: an import appends rows and raw bodies; bigger pages mean fewer
+            # splits. Only takes effect on a new file, before WAL mode is set.
+            if self._version() == 0:
+                db.execute("PRAGMA page_size = 16384")
+            db.execute("PRAGMA journal_mode = WAL")
+            # Checkpoint the WAL every ~64 MiB instead of every 4 MiB during imports.
+            db.execute("PRAGMA wal_autocheckpoint = 4000")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute("PRAGMA temp_store = MEMORY")
+        db.execute("PRAGMA cache_size = -65536")  # 64 MiB
+        db.execute("PRAGMA mmap_size = 268435456")
+        if self.readonly:
+            db.execute("PRAGMA query_only = ON")
+
+    def _version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _check_version(self) -> None:
+        version = self._version()
+        if version > SCHEMA_VERSION:
+            raise IndexTooNew(
+                f"{self.path} has schema version {version}; this whyjob reads up to "
+                f"{SCHEMA_VERSION}. Upgrade whyjob."
+            )
+        if version < SCHEMA_VERSION:
+            raise IndexProblem(
+                f"{self.path} has schema version {version} and needs migrating to "
+                f"{SCHEMA_VERSION}: run any writing command (e.g. `whyjob ingest`) once"
+            )
+
+    def _migrate(self) -> None:
+        version = self._version()
+        if version > SCHEMA_VERSION:
+            self._check_version()
+        for number in range(version, SCHEMA_VERSION):
+            # executescript commits whatever is open first, so the transaction is in the script.
+            try:
+                self._db.executescript(
+                    f"BEGIN IMMEDIATE;\n{MIGRATIONS[number]}\n"
+                    f"PRAGMA user_version = {number + 1};\nCOMMIT;"
+                )
+            except sqlite3.Error:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> SqliteIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction; nested calls join the outer one."""
+        if self._db.in_transaction:
+            yield
+            return
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc):
+                raise IndexLocked(
+                    f"{self.path} is locked by another writer (tried for 30 s)"
+                ) from None
+            raise
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(self, records: Iterable[Evidence]) -> int:
+        """Store records; returns how many were new (the rest were already there).
+
+        Existing ids are looked up first, so only new rows are inserted, in `seq` order, with
+        their raw bodies under the same `seq`.
+        """
+        batch: dict[int, Evidence] = {}
+        for ev in records:
+            batch.setdefault(ev.id, ev)
+        if not batch:
+            return 0
+        db = self._db
+        with self.transaction():
+            known: set[int] = set()
+            for chunk in _chunks(list(batch)):
+                marks = ",".join("?" * len(chunk))
+                known.update(
+                    row[0]
+                    for row in db.execute(f"SELECT id FROM evidence WHERE id IN ({marks})", chunk)
+                )
+            new = [ev for key, ev in batch.items() if key not in known]
+            if not new:
+                return 0
+            start = int(db.execute("SELECT coalesce(max(seq), 0) + 1 FROM evidence").fetchone()[0])
+            dumps = orjson.dumps
+            db.executemany(
+                _INSERT_EVIDENCE,
+                [
+                    (
+                        start + n,
+                        ev.id,
+                        ev.ts,
+                        ev.ts_end,
+                        ev.source,
+                        ev.kind,
+                        int(ev.severity),
+                        ev.cluster,
+                        ev.namespace,
+                        ev.experiment,
+                        ev.pod,
+                        ev.pod_uid,
+                        ev.container,
+                        ev.node,
+                        ev.instance_id,
+                        ev.gpu_uuid,
+                        ev.asg,
+                        ev.message,
+                        dumps(ev.attrs).decode() if ev.attrs else None,
+                        ev.origin,
+                    )
+                    for n, ev in enumerate(new)
+                ],
+            )
+            db.executemany(
+                "INSERT INTO raw (seq, body) VALUES (?, ?)",
+                [(start + n, ev.raw) for n, ev in enumerate(new) if ev.raw is not None],
+            )
+        return len(new)
+
+    def sync_search(self) -> int:
+        """Bring the full-text index up to date; returns how many records it added."""
+        done = int(self.checkpoint("search.seq") or 0)
+        last = int(self._db.execute("SELECT coalesce(max(seq), 0) FROM evidence").fetchone()[0])
+        added = 0
+        while done < last:
+            upto = min(last, done + _SEARCH_CHUNK)
+            with self.transaction():
+                self._db.execute(
+                    "INSERT INTO evidence_fts (rowid, message) "
+                    "SELECT seq, message FROM evidence WHERE seq > ? AND seq <= ?",
+                    (done, upto),
+                )
+                self.set_checkpoint("search.seq", str(upto))
+            added += upto - done
+            done = upto
+        return added
+
+    def search_backlog(self) -> int:
+        """Records not yet in the full-text index."""
+        done = int(self.checkpoint("search.seq") or 0)
+        last = int(self._db.execute("SELECT coalesce(max(seq), 0) FROM evidence").fetchone()[0])
+        return last - done
+
+    def bind(self, bindings: Iterable[Binding]) -> None:
+        rows = [
+            (
+                b.kind,
+                b.subject,
+                b.object,
+                b.first_ts,
+                b.last_ts,
+                orjson.dumps(b.attrs).decode() if b.attrs else None,
+            )
+            for b in bindings
+        ]
+        if not rows:
+            return
+        with self.transaction():
+            self._db.executemany(
+                "INSERT INTO bindings (kind, subject, object, first_ts, last_ts, attrs) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, subject, object) DO UPDATE SET "
+                "first_ts = min(first_ts, excluded.first_ts), "
+                "last_ts = max(last_ts, excluded.last_ts), "
+                "attrs = coalesce(excluded.attrs, attrs)",
+                rows,
+            )
+
+    def upsert_pods(self, pods: Iterable[PodRecord]) -> None:
+        """Merge views of pods: the newest view wins for state, the widest for time."""
+        rows = [
+            (
+                p.uid,
+                p.namespace,
+                p.name,
+                p.experiment,
+                p.launcher,
+                p.label,
+                p.rank,
+                p.job_attempt,
+                p.node,
+                p.created,
+                p.deleted,
+                p.phase,
+                p.gpus,
+                orjson.dumps(p.labels).decode() if p.labels else None,
+                p.seen,
+                p.seen,
+            )
+            for p in pods
+        ]
+        if not rows:
+            return
+        newer = "excluded.last_seen >= pods.last_seen"
+        with self.transaction():
+            self._db.executemany(
+                "INSERT INTO pods (uid, namespace, name, experiment, launcher, label, rank, "
+                "job_attempt, node, created, deleted, phase, gpus, labels, first_seen, last_seen) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (uid) DO UPDATE SET "
+                "experiment = coalesce(excluded.experiment, experiment), "
+                "launcher = coalesce(excluded.launcher, launcher), "
+                "label = coalesce(excluded.label, label), "
+                "rank = coalesce(excluded.rank, rank), "
+                "job_attempt = coalesce(excluded.job_attempt, job_attempt), "
+                "node = coalesce(excluded.node, node), "
+                "created = coalesce(min(excluded.created, created), excluded.created, created), "
+                "deleted = coalesce(excluded.deleted, deleted), "
+                f"phase = CASE WHEN {newer} THEN coalesce(excluded.phase, phase) "
+                "ELSE coalesce(phase, excluded.phase) END, "
+                "gpus = coalesce(excluded.gpus, gpus), "
+                "labels = coalesce(excluded.labels, labels), "
+                "first_seen = min(first_seen, excluded.first_seen), "
+                "last_seen = max(last_seen, excluded.last_seen)",
+                rows,
+            )
+            experiments = {
+                (p.namespace, p.experiment): (p.launcher or "", p.label or "", p.seen)
+                for p in self._iter_pods_with_experiment(rows)
+            }
+            self._db.executemany(
+                "INSERT INTO experiments (namespace, name, launcher, label, first_seen, last_seen)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name, namespace) DO UPDATE SET "
+                "first_seen = min(first_seen, excluded.first_seen), "
+                "last_seen = max(last_seen, excluded.last_seen)",
+                [
+                    (ns, name, launcher, label, seen, seen)
+                    for (ns, name), (launcher, label, seen) in experiments.items()
+                ],
+            )
+
+    @staticmethod
+    def _iter_pods_with_experiment(rows: list[tuple[Any, ...]]) -> Iterator[PodRecord]:
+        for row in rows:
+            if row[3]:
+                yield PodRecord(
+                    uid=row[0],
+                    namespace=row[1],
+                    name=row[2],
+                    experiment=row[3],
+                    launcher=row[4],
+                    label=row[5],
+                    seen=row[14],
+                )
+
+    def quarantine(
+        self, origin: str, reason: str, body: bytes | None, fmt: str | None = None
+    ) -> None:
+        with self.transaction():
+            self._db.execute(
+                "INSERT INTO quarantine (at, origin, format, reason, body) VALUES (?,?,?,?,?)",
+                (int(time.time() * 1000), origin, fmt, reason, body),
+            )
+
+    def record_import(
+        self, origin: str, fmt: str, read: int, stored: int, duplicate: int, rejected: int
+    ) -> None:
+        with self.transaction():
+            self._db.execute(
+                "INSERT INTO imports (at, origin, format, read, stored, duplicate, rejected) "
+                "VALUES (?,?,?,?,?,?,?)",
+                (int(time.time() * 1000), origin, fmt, read, stored, duplicate, rejected),
+            )
+
+    def set_checkpoint(self, source: str, token: str) -> None:
+        with self.transaction():
+            self._db.execute(
+                "INSERT INTO checkpoints (source, token, updated) VALUES (?, ?, ?) "
+                "ON CONFLICT (source) DO UPDATE SET token = excluded.token, "
+                "updated = excluded.updated",
+                (source, token, int(time.time() * 1000)),
+            )
+
+    def checkpoint(self, source: str) -> str | None:
+        row = self._db.execute(
+            "SELECT token FROM checkpoints WHERE source = ?", (source,)
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get(self, ids: Sequence[int]) -> list[Evidence]:
+        out: list[Evidence] = []
+        for chunk in _chunks(list(ids)):
+            marks = ",".join("?" * len(chunk))
+            out.extend(
+                _row_to_evidence(row)
+                for row in self._db.execute(
+                    f"SELECT {_EVIDENCE_COLUMNS} FROM evidence WHERE id IN ({marks})", chunk
+                )
+            )
+        return sorted(out, key=lambda ev: (ev.ts, ev.id))
+
+    def raw(self, evidence_id: int) -> bytes | None:
+        row = self._db.execute(
+            "SELECT r.body FROM raw r JOIN evidence e ON e.seq = r.seq WHERE e.id = ?",
+            (evidence_id,),
+        ).fetchone()
+        return bytes(row[0]) if row else None
+
+    def experiments(
+        self, name: str | None = None, namespace: str | None = None, limit: int = 1000
+    ) -> list[ExperimentRecord]:
+        clauses, params = [], []
+        if name is not None:
+            clauses.append("name = ?")
+            params.append(name)
+        if namespace is not None:
+            clauses.append("namespace = ?")
+            params.append(namespace)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._db.execute(
+            "SELECT namespace, name, launcher, label, first_seen, last_seen FROM experiments "
+            f"{where} ORDER BY last_seen DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [ExperimentRecord(*row) for row in rows]
+
+    _POD_COLUMNS = (
+        "uid, namespace, name, experiment, launcher, label, rank, job_attempt, node, created, "
+        "deleted, phase, gpus, labels, last_seen"
+    )
+
+    def _pods(self, where: str, params: Sequence[Any]) -> list[PodRecord]:
+        rows = self._db.execute(
+            f"SELECT {self._POD_COLUMNS} FROM pods WHERE {where} ORDER BY created, name", params
+        )
+        return [
+            PodRecord(
+                uid=r[0],
+                namespace=r[1],
+                name=r[2],
+                experiment=r[3],
+                launcher=r[4],
+                label=r[5],
+                rank=r[6],
+                job_attempt=r[7],
+                node=r[8],
+                created=r[9],
+                deleted=r[10],
+                phase=r[11],
+                gpus=r[12],
+                labels=orjson.loads(r[13]) if r[13] else {},
+                seen=r[14],
+            )
+            for r in rows
+        ]
+
+    def experiment_pods(self, name: str, namespace: str) -> list[PodRecord]:
+        return self._pods("experiment = ? AND namespace = ?", (name, namespace))
+
+    def pods_named_like(self, prefix: str, namespace: str | None = None) -> list[PodRecord]:
+        """Pods whose name starts with `prefix-`: the fallback when no labels were captured."""
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "-%"
+        if namespace is None:
+            return self._pods("name LIKE ? ESCAPE '\\'", (pattern,))
+        return self._pods("name LIKE ? ESCAPE '\\' AND namespace = ?", (pattern, namespace))
+
+    def pod_evidence(self, uids: Sequence[str], t0: int, t1: int) -> list[Evidence]:
+        """Everything about these pods in [t0, t1] except plain log lines."""
+        out: list[Evidence] = []
+        for uid in uids:
+            out.extend(
+                _row_to_evidence(row)
+                for row in self._db.execute(
+                    f"SELECT {_EVIDENCE_COLUMNS} FROM evidence WHERE pod_uid = ? "
+                    "AND kind <> 'log.line' AND ts BETWEEN ? AND ?",
+                    (uid, t0, t1),
+                )
+            )
+        return out
+
+    def log_tail(self, uid: str, container: str, until: int, limit: int) -> list[Evidence]:
+        """The last `limit` plain log lines of a container at or before `until`, oldest first."""
+        rows = self._db.execute(
+            f"SELECT {_EVIDENCE_COLUMNS} FROM evidence WHERE pod_uid = ? AND container = ? "
+            "AND kind = 'log.line' AND ts <= ? ORDER BY ts DESC, id DESC LIMIT ?",
+            (uid, container, until, limit),
+        ).fetchall()
+        return [_row_to_evidence(row) for row in reversed(rows)]
+
+    def entity_evidence(
+        self, column: str, values: Iterable[str], t0: int, t1: int
+    ) -> list[Evidence]:
+        """Records about a node, instance, GPU, ASG or uid-less pod in [t0, t1]."""
+        if column not in _ENTITY_COLUMNS:
+            raise ValueError(f"not an entity column: {column}")
+        out: list[Evidence] = []
+        for value in sorted(set(values)):
+            out.extend(
+                _row_to_evidence(row)
+                for row in self._db.execute(
+                    f"SELECT {_EVIDENCE_COLUMNS} FROM evidence WHERE {column} = ? "
+                    "AND pod_uid IS NULL AND ts BETWEEN ? AND ?",
+                    (value, t0, t1),
+                )
+            )
+        return out
+
+    def bindings(
+        self, kind: str, *, subjects: Iterable[str] = (), objects: Iterable[str] = ()
+    ) -> list[Binding]:
+        out: list[Binding] = []
+        for column, values in (("subject", subjects), ("object", objects)):
+            for chunk in _chunks(sorted(set(values))):
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    "SELECT kind, subject, object, first_ts, last_ts, attrs FROM bindings "
+                    f"WHERE kind = ? AND {column} IN ({marks})",
+                    [kind, *chunk],
+                )
+                out.extend(
+                    Binding(r[0], r[1], r[2], r[3], r[4], orjson.loads(r[5]) if r[5] else None)
+                    for r in rows
+                )
+        return out
+
+    def search(self, query: str, limit: int = 50) -> list[Evidence]:
+        """Full-text search over messages (SQLite FTS5 query syntax), newest first. Covers what
+        `sync_search` has indexed."""
+        try:
+            rows = self._db.execute(
+                f"SELECT {', '.join('e.' + c.strip() for c in _EVIDENCE_COLUMNS.split(','))} "
+                "FROM evidence_fts f JOIN evidence e ON e.seq = f.rowid "
+                "WHERE evidence_fts MATCH ? ORDER BY e.ts DESC LIMIT ?",
+                (query, limit),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise IndexProblem(f"bad search query {query!r}: {exc}") from None
+        return [_row_to_evidence(row) for row in rows]
+
+    def quarantined(self, limit: int = 100) -> list[QuarantineRow]:
+        rows = self._db.execute(
+            "SELECT id, at, origin, format, reason, body FROM quarantine ORDER BY id DESC LIMIT ?",
+            (limit,),
+        )
+        return [QuarantineRow(row) for row in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Row counts per table (the evidence count is exact, from the rowid index)."""
+        out = {}
+        for table in ("evidence", "pods", "experiments", "bindings", "quarantine", "imports"):
+            out[table] = int(self._db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        return out
+
+    def kinds(self) -> dict[str, int]:
+        rows = self._db.execute("SELECT kind, count(*) FROM evidence GROUP BY kind ORDER BY 2 DESC")
+        return {str(k): int(n) for k, n in rows}
+
+    def time_range(self) -> tuple[int | None, int | None]:
+        row = self._db.execute("SELECT min(ts), max(ts) FROM evidence").fetchone()
+        return (row[0], row[1])

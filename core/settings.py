@@ -1,0 +1,163 @@
+"""Settings: built once by a surface (the CLI, the API) and passed down; never read at import.
+
+Precedence, highest first: command-line flags, environment variables, the config file,
+defaults. Every key is documented in docs/configuration.md, and a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from whyjob.core.errors import ConfigError
+from whyjob.core.experiments import DEFAULT_LAUNCHERS, Launcher
+
+__all__ = ["Settings", "default_config_path", "default_index_path", "load_settings"]
+
+
+def _xdg(variable: str, fallback: str) -> Path:
+    value = os.environ.get(variable)
+    return Path(value) if value else Path.home() / fallback
+
+
+def default_index_path() -> Path:
+    """$XDG_DATA_HOME/whyjob/index.sqlite, i.e. ~/.local/share/whyjob/index.sqlite."""
+    return _xdg("XDG_DATA_HOME", ".local/share") / "whyjob" / "index.sqlite"
+
+
+def default_config_path() -> Path:
+    """$XDG_CONFIG_HOME/whyjob/config.yaml, i.e. ~/.config/whyjob/config.yaml."""
+    return _xdg("XDG_CONFIG_HOME", ".config") / "whyjob" / "config.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a whyjob process is configured with.
+
+    index: the SQLite index file.
+    cluster: the cluster name stamped on ingested records (None: leave unset).
+    launchers: how experiments are recognised from pod labels, tried in order.
+    rule_paths: extra rule folders or files, loaded after the shipped rules.
+    config_path: the config file these settings were read from, if any.
+    """
+
+    index: Path = field(default_factory=default_index_path)
+    cluster: str | None = None
+    launchers: tuple[Launcher, ...] = DEFAULT_LAUNCHERS
+    rule_paths: tuple[Path, ...] = ()
+    config_path: Path | None = None
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        """A copy with the given fields replaced; None values are ignored."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+_KNOWN_KEYS = {"index", "cluster", "experiments", "rules"}
+_EXPERIMENT_KEYS = {"labels", "launchers"}
+_LAUNCHER_KEYS = {"name", "label", "rank_labels", "attempt_label"}
+
+
+def _fail(path: Path, message: str) -> ConfigError:
+    return ConfigError(f"{path}: {message}")
+
+
+def _string_list(path: Path, key: str, value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _fail(path, f"{key} must be a list of non-empty strings")
+    return list(value)
+
+
+def _launchers(path: Path, section: Mapping[str, Any]) -> tuple[Launcher, ...]:
+    unknown = set(section) - _EXPERIMENT_KEYS
+    if unknown:
+        raise _fail(path, f"unknown key experiments.{sorted(unknown)[0]}")
+    custom: list[Launcher] = [
+        Launcher("experiment label", label)
+        for label in _string_list(path, "experiments.labels", section.get("labels", []))
+    ]
+    entries = section.get("launchers", [])
+    if not isinstance(entries, list):
+        raise _fail(path, "experiments.launchers must be a list")
+    for number, entry in enumerate(entries):
+        where = f"experiments.launchers[{number}]"
+        if not isinstance(entry, dict):
+            raise _fail(path, f"{where} must be a mapping")
+        unknown = set(entry) - _LAUNCHER_KEYS
+        if unknown:
+            raise _fail(path, f"unknown key {where}.{sorted(unknown)[0]}")
+        if not isinstance(entry.get("label"), str) or not isinstance(entry.get("name"), str):
+            raise _fail(path, f"{where} needs a name and a label (strings)")
+        custom.append(
+            Launcher(
+                name=entry["name"],
+                label=entry["label"],
+                rank_labels=tuple(
+                    _string_list(path, f"{where}.rank_labels", entry.get("rank_labels", []))
+                ),
+                attempt_label=entry.get("attempt_label"),
+            )
+        )
+    return (*custom, *DEFAULT_LAUNCHERS)
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+    except OSError as exc:
+        raise _fail(path, f"cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark else ""
+        raise _fail(path, f"{line}not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise _fail(path, "the top level must be a mapping of keys")
+    unknown = set(data) - _KNOWN_KEYS
+    if unknown:
+        raise _fail(path, f"unknown key {sorted(unknown)[0]!r} (known: {sorted(_KNOWN_KEYS)})")
+    return data
+
+
+def load_settings(config: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from defaults, then the config file, then WHYJOB_* environment variables.
+
+    `config` names a file that must exist; without it, WHYJOB_CONFIG or the default path is
+    read when present.
+    """
+    env = os.environ if environ is None else environ
+    explicit = config or (Path(env["WHYJOB_CONFIG"]) if env.get("WHYJOB_CONFIG") else None)
+    path = explicit or default_config_path()
+    settings = Settings()
+    if explicit is not None and not explicit.exists():
+        raise ConfigError(f"{explicit}: no such config file")
+    if path.exists():
+        data = _read_config(path)
+        changes: dict[str, Any] = {"config_path": path}
+        if "index" in data:
+            changes["index"] = Path(str(data["index"])).expanduser()
+        if "cluster" in data:
+            changes["cluster"] = str(data["cluster"])
+        if "experiments" in data:
+            if not isinstance(data["experiments"], dict):
+                raise _fail(path, "experiments must be a mapping")
+            changes["launchers"] = _launchers(path, data["experiments"])
+        if "rules" in data:
+            rules = data["rules"]
+            if not isinstance(rules, dict) or set(rules) - {"paths"}:
+                raise _fail(path, "rules must be a mapping with one key, paths")
+            changes["rule_paths"] = tuple(
+                (path.parent / p).expanduser()
+                for p in _string_list(path, "rules.paths", rules.get("paths", []))
+            )
+        settings = replace(settings, **changes)
+    if env.get("WHYJOB_INDEX"):
+        settings = replace(settings, index=Path(env["WHYJOB_INDEX"]).expanduser())
+    if env.get("WHYJOB_CLUSTER"):
+        settings = replace(settings, cluster=env["WHYJOB_CLUSTER"])
+    return settings

@@ -1,0 +1,1 @@
+"""The explanation engine: evidence in, one Explanation model out."""

@@ -1,0 +1,193 @@
+"""Candidate causes of one attempt's end: every explanation rule whose conditions hold.
+
+For each rule, each `when` condition asks for a signal in a scope (the attempt, its pod, its
+node, instance, GPUs, ASG, the experiment or the peer ranks) inside a window around the
+attempt's end; `unless` conditions veto. A rule that holds becomes a `Cause` with its grade,
+the records behind it and a summary rendered from them. Causes are ranked by grade, then rule
+priority, then by how close their root evidence came before the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from whyjob.core.evidence import Evidence
+from whyjob.core.taxonomy import Grade
+from whyjob.core.timeutil import format_duration, format_ts
+from whyjob.explain.gather import Scene
+from whyjob.explain.model import Attempt, Cause
+from whyjob.explain.ruleset import Explanation, Requirement, RuleSet
+from whyjob.explain.templating import render
+
+__all__ = ["CauseFinder", "Found"]
+
+_EVIDENCE_PER_CONDITION = 5
+
+
+@dataclass(slots=True)
+class Found:
+    """A cause with the records it rests on (kept for the chain and the timeline)."""
+
+    cause: Cause
+    records: dict[str, list[Evidence]] = field(default_factory=dict)
+
+
+def _flatten(ev: Evidence, captures: dict[str, str], anchor: int, count: int) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        k: v
+        for k, v in ev.attrs.items()
+        if isinstance(v, str | int | float) and not isinstance(v, bool)
+    }
+    values.update(captures)
+    values.update(
+        message=ev.message,
+        kind=ev.kind,
+        node=ev.node,
+        gpu=ev.gpu_uuid,
+        instance=ev.instance_id,
+        asg=ev.asg,
+        pod=ev.pod,
+        container=ev.container,
+        at=format_ts(ev.ts),
+        count=count,
+        gap=format_duration(anchor - ev.ts) + (" before" if ev.ts <= anchor else " after"),
+    )
+    return values
+
+
+class CauseFinder:
+    """Evaluates a rule set against one scene."""
+
+    def __init__(self, rules: RuleSet, scene: Scene, matches: dict[int, dict[str, dict[str, str]]]):
+        self.rules = rules
+        self.scene = scene
+        self.matches = matches
+        self._peer_cache: dict[str, list[Evidence]] = {}
+
+    # -- scopes ------------------------------------------------------------------------------
+
+    def scope(self, attempt: Attempt, scope: str) -> Iterable[Evidence]:
+        scene = self.scene
+        if scope == "attempt":
+            return [
+                ev
+                for ev in scene.by_pod.get(attempt.pod_uid, ())
+                if ev.container in (None, attempt.container)
+                and ev.attrs.get("restart") in (None, attempt.restart)
+            ]
+        if scope == "pod":
+            return scene.by_pod.get(attempt.pod_uid, ())
+        if scope == "node":
+            return scene.by_node.get(attempt.node or "", ())
+        if scope == "instance":
+            return scene.by_instance.get(attempt.instance_id or "", ())
+        if scope == "gpu":
+            return [ev for gpu in self._gpus(attempt) for ev in scene.by_gpu.get(gpu, ())]
+        if scope == "asg":
+            asg = scene.instance_asg.get(attempt.instance_id or "")
+            return scene.by_asg.get(asg or "", ())
+        if scope == "host":
+            return [
+                *self.scope(attempt, "node"),
+                *self.scope(attempt, "instance"),
+                *self.scope(attempt, "gpu"),
+            ]
+        if scope == "experiment":
+            return scene.experiment_records
+        if attempt.pod_uid not in self._peer_cache:
+            self._peer_cache[attempt.pod_uid] = [
+                ev
+                for uid, records in scene.by_pod.items()
+                if uid != attempt.pod_uid
+                for ev in records
+            ]
+        return self._peer_cache[attempt.pod_uid]
+
+    def _gpus(self, attempt: Attempt) -> set[str]:
+        held = self.scene.pod_gpus.get(f"{attempt.namespace}/{attempt.pod}")
+        return held or self.scene.node_gpus.get(attempt.node or "", set())
+
+    # -- evaluation --------------------------------------------------------------------------
+
+    @staticmethod
+    def anchor(attempt: Attempt) -> int:
+        return attempt.ended_at or attempt.started_at or 0
+
+    def _hits(self, attempt: Attempt, requirement: Requirement, anchor: int) -> list[Evidence]:
+        low, high = anchor - requirement.before, anchor + requirement.after
+        hits = {
+            ev.id: ev
+            for scope in requirement.scopes
+            for ev in self.scope(attempt, scope)
+            if low <= ev.ts <= high
+            and not requirement.signals.isdisjoint(self.matches.get(ev.id, ()))
+        }
+        return sorted(hits.values(), key=lambda ev: (ev.ts, ev.id))
+
+    def find(self, attempt: Attempt) -> list[Found]:
+        anchor = self.anchor(attempt)
+        found: list[Found] = []
+        for rule in self.rules.explanations:
+            if attempt.state not in rule.states:
+                continue
+            hits: dict[str, list[Evidence]] = {}
+            for requirement in rule.when:
+                records = self._hits(attempt, requirement, anchor)
+                if len(records) < requirement.min_count:
+                    break
+                hits[requirement.alias] = records
+            else:
+                if any(self._hits(attempt, veto, anchor) for veto in rule.unless):
+                    continue
+                found.append(self._cause(rule, attempt, anchor, hits))
+        found.sort(key=lambda f: (-f.cause.score, -(f.cause.at or 0)))
+        return found
+
+    def _cause(
+        self, rule: Explanation, attempt: Attempt, anchor: int, hits: dict[str, list[Evidence]]
+    ) -> Found:
+        values: dict[str, Any] = {
+            "pod": attempt.pod,
+            "container": attempt.container,
+            "restart": attempt.restart,
+            "rank": attempt.rank or attempt.pod,
+            "node": attempt.node,
+            "instance": attempt.instance_id,
+            "namespace": attempt.namespace,
+            "experiment": self.scene.name,
+            "exit_code": attempt.exit_code,
+            "reason": attempt.reason,
+        }
+        requirements = {r.alias: r for r in rule.when}
+        for alias, records in hits.items():
+            first = records[0]
+            raised = self.matches.get(first.id, {})
+            captures: dict[str, str] = {}
+            for name in sorted(requirements[alias].signals & raised.keys()):
+                captures.update(raised[name])
+            values[alias] = _flatten(first, captures, anchor, len(records))
+        root_at = hits[rule.root][0].ts
+        # Closer root evidence ranks higher among equals: a minute counts for 1/1000 of a point.
+        proximity = max(0.0, 1.0 - abs(anchor - root_at) / 3_600_000 / 24) / 10
+        evidence = list(
+            dict.fromkeys(
+                ev.public_id
+                for records in hits.values()
+                for ev in records[:_EVIDENCE_PER_CONDITION]
+            )
+        )
+        cause = Cause(
+            category=rule.category,
+            grade=rule.grade,
+            summary=render(rule.summary, values),
+            rule=rule.id,
+            score=Grade(rule.grade).rank * 1000 + rule.priority + proximity,
+            at=root_at,
+            evidence=evidence,
+            missing=[render(note, values) for note in rule.missing],
+            detail={key: render(template, values) for key, template in rule.detail.items()},
+            collateral=rule.collateral,
+        )
+        return Found(cause, hits)

@@ -1,0 +1,116 @@
+"""From an experiment name to its Explanation: gather, match, diagnose, cascade, tell."""
+
+from __future__ import annotations
+
+import time
+
+from whyjob.core.evidence import Evidence
+from whyjob.core.index import SqliteIndex
+from whyjob.explain import story
+from whyjob.explain.attempts import build_attempts
+from whyjob.explain.cascade import build_chain, first_dominoes
+from whyjob.explain.causes import CauseFinder, Found
+from whyjob.explain.gather import Scene, gather
+from whyjob.explain.matching import Matcher
+from whyjob.explain.model import Attempt, Cause, ExperimentInfo, Explanation
+from whyjob.explain.ruleset import RuleSet
+
+__all__ = ["explain_experiment", "explain_scene"]
+
+
+def explain_experiment(
+    index: SqliteIndex, rules: RuleSet, name: str, namespace: str | None = None
+) -> Explanation:
+    return explain_scene(gather(index, name, namespace), rules)
+
+
+def _unexplained(attempt: Attempt) -> Cause:
+    if attempt.exit_code is not None:
+        what = f"exit code {attempt.exit_code}" + (f" ({attempt.reason})" if attempt.reason else "")
+    elif attempt.reason:
+        what = attempt.reason
+    else:
+        what = "no termination record"
+    return Cause(
+        category="unknown",
+        grade="possible",
+        summary=f"ended with {what}; no rule matched the evidence",
+        rule="-",
+        score=0.0,
+        at=attempt.ended_at,
+        missing=["no evidence names a cause for this run"],
+    )
+
+
+def explain_scene(scene: Scene, rules: RuleSet) -> Explanation:
+    matches = Matcher(rules).match_all(scene.all_records())
+    attempts = build_attempts(scene)
+    finder = CauseFinder(rules, scene, matches)
+    best: dict[str, Found] = {}
+    for attempt in attempts:
+        if attempt.state == "running":
+            continue
+        found = finder.find(attempt)
+        attempt.causes = [f.cause for f in found[:5]]
+        top = found[0].cause if found else _unexplained(attempt)
+        if found:
+            best[attempt.id] = found[0]
+        attempt.category, attempt.grade, attempt.summary = top.category, top.grade, top.summary
+        attempt.evidence = list(top.evidence)
+        attempt.missing = list(top.missing)
+    roots = first_dominoes(attempts, best)
+    coverage = story.coverage_notes(scene, attempts)
+    for attempt in attempts:
+        if attempt.failed and attempt.category != "peer.failure":
+            relevant = [
+                n for n in coverage if not attempt.node or attempt.node in n or "no cloud" in n
+            ]
+            attempt.missing = list(dict.fromkeys([*attempt.missing, *relevant]))
+    verdict = story.verdict(attempts, roots)
+    root = next((a for a in attempts if a.id == verdict.root_attempt), None)
+    chain = build_chain(root, best.get(root.id), attempts) if root else []
+    loop = story.loop_state(attempts, roots)
+    cited = {e for a in attempts for e in a.evidence} | {e for step in chain for e in step.evidence}
+    matched = set(matches)
+    experiment = ExperimentInfo(
+        name=scene.name,
+        namespace=scene.namespace,
+        launcher=scene.launcher,
+        recognised_by=scene.recognised_by,
+        pods=len(scene.pods),
+        ranks=sorted({p.rank for p in scene.pods if p.rank}),
+        first_seen=min((a.started_at for a in attempts if a.started_at), default=None),
+        last_seen=max((a.ended_at or a.started_at or 0 for a in attempts), default=None),
+    )
+    return Explanation(
+        experiment=experiment,
+        verdict=verdict,
+        attempts=sorted(
+            attempts, key=lambda a: (a.started_at or a.ended_at or 0, a.rank or "", a.id)
+        ),
+        chain=chain,
+        loop=loop,
+        gpu_hours=story.gpu_hours(attempts, _checkpoints(scene, attempts)),
+        retry_helps=story.retry_advice(verdict, attempts, roots, loop),
+        timeline=story.timeline(scene, attempts, cited, matched),
+        missing=coverage,
+        generated_at=int(time.time() * 1000),
+        rules_version=rules.version,
+    )
+
+
+def _checkpoints(scene: Scene, attempts: list[Attempt]) -> dict[str, int]:
+    """Attempt id -> time of its last saved checkpoint."""
+    out: dict[str, int] = {}
+    for attempt in attempts:
+        saves: list[Evidence] = [
+            ev
+            for ev in scene.by_pod.get(attempt.pod_uid, ())
+            if ev.kind == "log.checkpoint"
+            and ev.container == attempt.container
+            and ev.attrs.get("restart") in (None, attempt.restart)
+            and ev.attrs.get("phase") in ("saved", "save")
+        ]
+        if saves:
+            out[attempt.id] = max(ev.ts for ev in saves)
+    return out

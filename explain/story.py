@@ -1,0 +1,339 @@
+"""The experiment's story beyond single attempts: verdict, loop, GPU time, retry advice,
+coverage (what could not be checked) and the related timeline."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
+
+from whyjob.core.evidence import Evidence, Severity
+from whyjob.core.taxonomy import CATEGORIES
+from whyjob.core.timeutil import format_duration
+from whyjob.explain.gather import Scene
+from whyjob.explain.model import Attempt, GpuHours, Loop, RetryAdvice, TimelineEntry, Verdict
+
+__all__ = [
+    "coverage_notes",
+    "gpu_hours",
+    "loop_state",
+    "retry_advice",
+    "timeline",
+    "verdict",
+]
+
+_HOUR_MS = 3_600_000
+_LOOP_MIN_FAILURES = 3
+_TIMELINE_LIMIT = 5000
+_QUIET_KINDS = frozenset(
+    {"pod.snapshot", "node.snapshot", "gpu.status", "log.line", "log.progress", "kernel.line"}
+)
+_INFRA_TRANSIENT = frozenset(
+    {
+        "node.maintenance",
+        "node.spot_interruption",
+        "node.scale_in",
+        "node.eviction",
+        "pod.preempted",
+        "node.not_ready",
+    }
+)
+
+
+def _roots(attempts: Sequence[Attempt], roots: Sequence[str]) -> list[Attempt]:
+    by_id = {a.id: a for a in attempts}
+    return [by_id[r] for r in roots if r in by_id]
+
+
+def _latest_runs(attempts: Sequence[Attempt]) -> list[Attempt]:
+    """The newest run of each rank (or pod name) and container: where the job stands now."""
+    latest: dict[tuple[str, str], Attempt] = {}
+    for a in attempts:
+        key = (a.rank or a.pod, a.container)
+        when = a.started_at or a.ended_at or 0
+        held = latest.get(key)
+        if held is None or when >= (held.started_at or held.ended_at or 0):
+            latest[key] = a
+    return list(latest.values())
+
+
+def verdict(attempts: Sequence[Attempt], roots: Sequence[str]) -> Verdict:
+    """The latest failure's first domino, and how the experiment ended up."""
+    if not attempts:
+        return Verdict(
+            "unknown", "possible", "No runs of this experiment were found.", None, "unknown", "-"
+        )
+    current = _latest_runs(attempts)
+    if any(a.state == "running" for a in current):
+        outcome = "running"
+    elif any(a.state in ("pending", "waiting") for a in current):
+        outcome = "pending"
+    elif all(a.category == "job.completed" for a in current):
+        outcome = "completed"
+    else:
+        outcome = "failed"
+    failed_roots = [a for a in _roots(attempts, roots) if a.failed]
+    if not failed_roots:
+        if outcome == "completed":
+            return Verdict(
+                "job.completed",
+                "proven",
+                f"Completed: the last run of each of the {len(current)} ranks exited 0.",
+                None,
+                outcome,
+                "-",
+            )
+        return Verdict(
+            "unknown",
+            "possible",
+            f"No failure found; the experiment is {outcome}.",
+            None,
+            outcome,
+            "-",
+        )
+    root = failed_roots[-1]
+    assert root.category is not None
+    failures = len(failed_roots)
+    tail = {
+        "completed": " The job then restarted and completed.",
+        "running": " The job restarted and is running again.",
+        "pending": " The job is waiting to start again.",
+        "failed": "",
+    }[outcome]
+    earlier = f" ({failures} failures in all; this is the latest.)" if failures > 1 else ""
+    who = f"Rank {root.rank}" if root.rank else root.pod
+    summary = f"{who} failed first: {root.summary}{tail}{earlier}"
+    return Verdict(
+        category=root.category,
+        grade=root.grade or "possible",
+        summary=summary,
+        root_attempt=root.id,
+        outcome=outcome,
+        owner=CATEGORIES[root.category].owner,
+    )
+
+
+def _progressed(before: Attempt, after: Attempt) -> bool:
+    if (
+        after.last_checkpoint_step is not None
+        and (before.last_checkpoint_step or -1) < after.last_checkpoint_step
+    ):
+        return True
+    return after.last_step is not None and (before.last_step or -1) < after.last_step
+
+
+def loop_state(attempts: Sequence[Attempt], roots: Sequence[str]) -> Loop:
+    """A loop: at least three failed generations in a row without forward progress."""
+    failed = [a for a in _roots(attempts, roots) if a.failed]
+    if not failed:
+        return Loop(False, 0, None, None, None)
+    # Progress across the whole experiment: did any later run get further than an earlier one?
+    runs = sorted(
+        (a for a in attempts if a.started_at is not None), key=lambda a: a.started_at or 0
+    )
+    best_step = -1
+    progress = False
+    for run in runs:
+        step = max(run.last_checkpoint_step or -1, run.last_step or -1)
+        if step > best_step and best_step >= 0:
+            progress = True
+        best_step = max(best_step, step)
+    recent = failed[-_LOOP_MIN_FAILURES:]
+    looping = len(failed) >= _LOOP_MIN_FAILURES and not any(
+        _progressed(a, b) for a, b in pairwise(recent)
+    )
+    window = None
+    if len(failed) >= 2 and failed[0].ended_at and failed[-1].ended_at:
+        window = (failed[-1].ended_at - failed[0].ended_at) // 1000
+    categories = Counter(a.category for a in failed)
+    summaries = Counter(a.summary for a in failed)
+    nodes = Counter(a.node for a in failed if a.node)
+    if (
+        categories.most_common(1)[0][0] == "node.maintenance"
+        and categories["node.maintenance"] >= 2
+    ):
+        kind = "maintenance_storm"
+    elif categories.most_common(1)[0][0] == "startup.unschedulable":
+        kind = "unschedulable"
+    elif (
+        nodes
+        and nodes.most_common(1)[0][1] >= 2
+        and categories.most_common(1)[0][0] in ("gpu.xid", "node.not_ready")
+    ):
+        kind = "bad_node"
+    elif len(categories) == 1 and (summaries.most_common(1)[0][1] >= 2 or len(failed) >= 2):
+        kind = "same_error"
+    else:
+        kind = "mixed"
+    return Loop(looping, len(failed), window, kind if len(failed) >= 2 else None, progress)
+
+
+def gpu_hours(attempts: Iterable[Attempt], checkpoint_at: dict[str, int]) -> GpuHours:
+    """GPU-hours used by every run, and lost by failed runs since their last checkpoint."""
+    used = lost = 0.0
+    for a in attempts:
+        if a.started_at is None or a.ended_at is None or not a.gpus:
+            continue
+        span = max(0, a.ended_at - a.started_at)
+        used += span * a.gpus / _HOUR_MS
+        if a.failed:
+            since = checkpoint_at.get(a.id, a.started_at)
+            lost += max(0, a.ended_at - since) * a.gpus / _HOUR_MS
+    return GpuHours(
+        used,
+        lost,
+        "failed runs: time since their last saved checkpoint (or since start) x GPUs requested",
+    )
+
+
+def retry_advice(
+    verdict_: Verdict, attempts: Sequence[Attempt], roots: Sequence[str], loop: Loop
+) -> RetryAdvice:
+    failed = [a for a in _roots(attempts, roots) if a.failed]
+    if not failed:
+        return RetryAdvice(None, "nothing failed")
+    category = verdict_.category
+    same = [a for a in failed if a.category == category]
+    if category == "gpu.xid":
+        nodes = {a.node for a in same}
+        if len(nodes) >= 2:
+            return RetryAdvice(
+                False,
+                f"the same GPU fault class hit {len(nodes)} different nodes: suspect the hardware pool, not the job",
+            )
+        return RetryAdvice(
+            True, f"a GPU fault on {same[-1].node}: retry on other nodes and cordon this one"
+        )
+    if category in _INFRA_TRANSIENT:
+        if loop.kind == "maintenance_storm":
+            return RetryAdvice(
+                True,
+                f"{len(same)} runs were ended by maintenance: retrying helps only on hosts with no maintenance scheduled in the next window",
+            )
+        return RetryAdvice(
+            True, "an infrastructure event ended the run; a retry on healthy capacity can succeed"
+        )
+    retryable = CATEGORIES[category].retryable
+    if retryable is False:
+        if len(same) >= 2:
+            return RetryAdvice(
+                False,
+                f"the same {category} ended {len(same)} runs; retrying will fail the same way until the code, config or resources change",
+            )
+        return RetryAdvice(
+            False, f"{category} is a problem in the job itself; fix it before retrying"
+        )
+    if retryable is True:
+        return RetryAdvice(True, f"{category} is usually transient")
+    return RetryAdvice(None, f"it depends: {CATEGORIES[category].meaning}")
+
+
+def coverage_notes(scene: Scene, attempts: Sequence[Attempt]) -> list[str]:
+    """What could not be checked because its source was never ingested."""
+    notes: list[str] = []
+    failed = [a for a in attempts if a.failed]
+    nodes = sorted({a.node for a in failed if a.node})
+    if not failed:
+        return notes
+    no_kernel = [
+        n for n in nodes if not any(ev.source == "kernel" for ev in scene.by_node.get(n, ()))
+    ]
+    if no_kernel:
+        notes.append(
+            f"no kernel log from {_few(no_kernel)}: GPU Xid and OOM-killer lines could not be checked"
+        )
+    no_dcgm = [
+        n
+        for n in nodes
+        if not scene.node_gpus.get(n) or not any(scene.by_gpu.get(g) for g in scene.node_gpus[n])
+    ]
+    if no_dcgm:
+        notes.append(
+            f"no DCGM metrics for {_few(no_dcgm)}: GPU health counters could not be checked"
+        )
+    cloud = {"aws.asg", "aws.ec2", "aws.eventbridge", "aws.imds", "gce", "azure"}
+    if not scene.sources & cloud:
+        notes.append(
+            "no cloud notices (maintenance, spot, scale-in) were ingested for these instances"
+        )
+    no_logs = [
+        a.id
+        for a in failed
+        if not any(
+            ev.kind.startswith("log.")
+            for ev in scene.by_pod.get(a.pod_uid, ())
+            if ev.attrs.get("restart") in (None, a.restart)
+        )
+    ]
+    if no_logs:
+        notes.append(
+            f"no container log for {len(no_logs)} failed run(s): application errors could not be checked"
+        )
+    return notes
+
+
+def _few(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _entity(ev: Evidence, attempt_of: dict[str, Attempt]) -> str:
+    if ev.pod:
+        return f"pod/{ev.pod}" + (f" [{ev.container}]" if ev.container else "")
+    if ev.gpu_uuid:
+        return f"gpu/{ev.gpu_uuid}"
+    if ev.node:
+        return f"node/{ev.node}"
+    if ev.instance_id:
+        return f"instance/{ev.instance_id}"
+    if ev.asg:
+        return f"asg/{ev.asg}"
+    if ev.experiment:
+        return f"experiment/{ev.experiment}"
+    return ev.source
+
+
+def timeline(
+    scene: Scene, attempts: Sequence[Attempt], cited: set[str], matched: set[int]
+) -> list[TimelineEntry]:
+    """Records that bear on the story: cited or matched by a rule, container lifecycle, and
+    everything of warning severity or worse; not the bulk (snapshots, plain log lines)."""
+    by_pod_run: dict[tuple[str, str, int], str] = {
+        (a.pod_uid, a.container, a.restart): a.id for a in attempts
+    }
+    out: list[TimelineEntry] = []
+    for ev in scene.all_records():
+        keep = (
+            ev.public_id in cited
+            or ev.id in matched
+            or ev.kind.startswith("container.")
+            or (ev.severity >= Severity.WARNING and ev.kind not in _QUIET_KINDS)
+            or ev.kind.startswith(("maintenance.", "spot.", "asg.", "instance."))
+        )
+        if not keep:
+            continue
+        restart = ev.attrs.get("restart")
+        attempt = (
+            by_pod_run.get((ev.pod_uid or "", ev.container or "", restart))
+            if isinstance(restart, int)
+            else None
+        )
+        out.append(
+            TimelineEntry(
+                id=ev.public_id,
+                at=ev.ts,
+                end=ev.ts_end,
+                source=ev.source,
+                kind=ev.kind,
+                severity=int(ev.severity),
+                entity=_entity(ev, {}),
+                message=ev.message if len(ev.message) <= 500 else ev.message[:497] + "...",
+                attempt=attempt,
+            )
+        )
+        if len(out) >= _TIMELINE_LIMIT:
+            break
+    return out
+
+
+def describe_gap(ms: int) -> str:
+    return format_duration(ms)

@@ -1,0 +1,41 @@
+"""Rule summaries: `str.format` templates over plain values, forgiving of missing fields.
+
+Rule summaries are one sentence each and are rendered for every candidate cause, so they use
+Python format syntax (`{node}`, `{xid.code}`) rather than Jinja2: validated at load, rendered
+in microseconds, and limited to dictionary lookups so a rule file cannot reach into objects.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["render"]
+
+_MISSING = "?"
+
+
+class _Formatter(string.Formatter):
+    def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        head, _, tail = field_name.partition(".")
+        value = kwargs.get(head)
+        if tail:
+            value = value.get(tail) if isinstance(value, Mapping) else None
+        return (_MISSING if value is None else value), field_name
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if value is _MISSING or not format_spec:
+            return str(value)
+        try:
+            return format(value, format_spec)
+        except (TypeError, ValueError):
+            return str(value)
+
+
+_FORMATTER = _Formatter()
+
+
+def render(template: str, values: Mapping[str, Any]) -> str:
+    """Fill a validated template; unknown or empty fields show as '?'."""
+    return _FORMATTER.vformat(template, (), values)

@@ -1,0 +1,43 @@
+"""YAML loading that remembers where every value came from, so rule errors name the line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+__all__ = ["Located", "load_located"]
+
+
+class Located:
+    """A value with the line it starts on (1-based)."""
+
+    __slots__ = ("line", "value")
+
+    def __init__(self, value: Any, line: int) -> None:
+        self.value = value
+        self.line = line
+
+    def __repr__(self) -> str:
+        return f"Located({self.value!r}, line={self.line})"
+
+
+def _convert(node: yaml.Node, constructor: yaml.SafeLoader) -> Located:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Located] = {}
+        for key_node, value_node in node.value:
+            key = constructor.construct_object(key_node, deep=True)
+            out[str(key)] = _convert(value_node, constructor)
+        return Located(out, line)
+    if isinstance(node, yaml.SequenceNode):
+        return Located([_convert(child, constructor) for child in node.value], line)
+    return Located(constructor.construct_object(node, deep=True), line)
+
+
+def load_located(text: str) -> Located:
+    """Parse one YAML document into nested `Located` values (raises yaml.YAMLError)."""
+    node = yaml.compose(text, Loader=yaml.CSafeLoader)
+    if node is None:
+        return Located(None, 1)
+    return _convert(node, yaml.SafeLoader(""))

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from whyjob.core.errors import ConfigError
+from whyjob.core.settings import default_index_path, load_settings
+
+
+def test_defaults_follow_xdg(tmp_path: Path) -> None:
+    settings = load_settings(environ={})
+    assert settings.index == default_index_path()
+    assert settings.index == tmp_path / "data" / "whyjob" / "index.sqlite"
+    assert settings.config_path is None
+
+
+def test_config_file_then_environment(tmp_path: Path) -> None:
+    config = tmp_path / "whyjob.yaml"
+    config.write_text(
+        "index: /srv/whyjob/index.sqlite\n"
+        "cluster: gpu-east\n"
+        "experiments:\n"
+        "  labels: [team.example.com/run]\n"
+        "  launchers:\n"
+        "    - {name: Sweep, label: sweep.example.com/name, rank_labels: [sweep.example.com/trial]}\n"
+        "rules:\n"
+        "  paths: [my-rules]\n"
+    )
+    settings = load_settings(config, environ={"WHYJOB_CLUSTER": "gpu-west"})
+    assert settings.index == Path("/srv/whyjob/index.sqlite")
+    assert settings.cluster == "gpu-west"  # the environment beats the file
+    assert [launcher.label for launcher in settings.launchers[:2]] == [
+        "team.example.com/run",
+        "sweep.example.com/name",
+    ]
+    assert settings.rule_paths == (tmp_path / "my-rules",)
+    assert load_settings(config, environ={"WHYJOB_INDEX": "/tmp/x.sqlite"}).index == Path(
+        "/tmp/x.sqlite"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("indx: /x\n", "unknown key 'indx'"),
+        ("experiments:\n  lables: [a]\n", "unknown key experiments.lables"),
+        ("experiments:\n  launchers:\n    - {name: A}\n", "needs a name and a label"),
+        ("index: [\n", "not valid YAML"),
+        ("- a list\n", "top level must be a mapping"),
+    ],
+)
+def test_bad_config_names_the_file_and_the_problem(tmp_path: Path, text: str, message: str) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=message) as raised:
+        load_settings(config, environ={})
+    assert str(config) in str(raised.value)
+
+
+def test_missing_explicit_config_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_settings(tmp_path / "nope.yaml", environ={})
