@@ -78,12 +78,16 @@ def test_restart_loop_is_reported_with_no_retry(tmp_path: Path, rules: RuleSet) 
 
 def test_exit_137_without_oom_evidence_is_not_called_an_oom(tmp_path: Path, rules: RuleSet) -> None:
     """The cardinal sin of other tools: OOMKilled for every SIGKILL."""
-    truth, explanation = _explain(tmp_path, "host_oom", 2, rules)
-    oom = [a for a in explanation.attempts if a.category == "container.oom_killed"]
-    assert oom and all(a.grade == "proven" for a in oom)
-    killed = [
-        a
-        for a in explanation.attempts
-        if a.exit_code == 137 and a.category not in ("container.oom_killed", "peer.failure")
-    ]
-    assert all(a.category != "container.oom_killed" for a in killed)
+    fixture = Path(__file__).parents[1] / "fixtures" / "k8s" / "pod-crashloop.json"
+    killed = tmp_path / "pod.json"
+    killed.write_text(fixture.read_text().replace('"reason": "OOMKilled"', '"reason": "Error"'))
+    with SqliteIndex(tmp_path / "index.sqlite") as index:
+        Ingestor(index, IngestOptions()).ingest([str(killed)])
+        explanation = explain_experiment(index, rules, "gpt2-run7", None)
+    (attempt,) = explanation.attempts
+    assert attempt.exit_code == 137 and attempt.category == "unknown" and attempt.grade == "possible"
+    assert any("exit 137 only proves SIGKILL" in note for note in attempt.missing)
+    with SqliteIndex(tmp_path / "oom.sqlite") as index:
+        Ingestor(index, IngestOptions()).ingest([str(fixture)])
+        (attempt,) = explain_experiment(index, rules, "gpt2-run7", None).attempts
+    assert (attempt.category, attempt.grade) == ("container.oom_killed", "proven")
