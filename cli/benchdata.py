@@ -68,7 +68,8 @@ def _event(rng: random.Random, n: int, pods: list[tuple[str, str, str, str]]) ->
     ns, pod, pod_uid, node = pods[rng.randrange(len(pods))]
     reason, kind, component, template = _REASONS[rng.randrange(len(_REASONS))]
     uid = str(uuid.UUID(int=rng.getrandbits(128)))
-    first = _BASE + rng.randrange(30 * _DAY_MS)
+    # A day of a busy cluster, as a collector's capture holds it (kubectl itself keeps an hour).
+    first = _BASE + rng.randrange(_DAY_MS)
     count = 1 if kind == "Normal" else rng.randrange(1, 20)
     last = first + (count - 1) * 30_000
     return {

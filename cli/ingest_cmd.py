@@ -118,6 +118,12 @@ def ingest(
         return
     if not paths:
         fail("nothing to import: give files or folders (- for standard input)", 2)
+    from pathlib import Path
+
+    for raw in paths:
+        if raw != "-" and not Path(raw).exists():
+            fail(f"{raw}: no such file or folder", 2)
+
     if fmt is not None and fmt not in FORMAT_NAMES:
         fail(f"--format {fmt!r} is not one of: {', '.join(FORMAT_NAMES)}", 2)
     try:

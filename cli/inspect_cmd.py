@@ -106,6 +106,11 @@ def show(
                     "  attrs " + orjson.dumps(ev.attrs, option=orjson.OPT_SORT_KEYS).decode()
                 )
             body = index.raw(ev.id) if raw else None
+            snapshot = ev.attrs.get("snapshot")
+            if raw and body is None and isinstance(snapshot, str):
+                # Facts read from a pod or node object point at the snapshot that holds it.
+                body = index.raw(parse_id(snapshot))
+                typer.echo(f"  from snapshot {snapshot}:")
             if body:
                 try:
                     pretty = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2).decode()

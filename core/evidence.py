@@ -74,9 +74,13 @@ def format_id(value: int) -> str:
 def parse_id(text: str) -> int:
     """Inverse of `format_id`; raises ValueError on anything that is not 1-16 hex digits."""
     text = text.strip().lower()
-    if not 0 < len(text) <= 16:
-        raise ValueError(f"not an evidence id: {text!r}")
-    return int(text, 16)
+    try:
+        value = int(text, 16) if 0 < len(text) <= 16 else -1
+    except ValueError:
+        value = -1
+    if not 0 <= value <= _ID_MASK:
+        raise ValueError(f"not an evidence id: {text!r} (16 hex digits, as explain prints them)")
+    return value
 
 
 @dataclass(slots=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from functools import lru_cache
 
 __all__ = [
@@ -32,12 +31,26 @@ def _minute(prefix: str) -> int:
     return to_ms(datetime.fromisoformat(prefix).replace(tzinfo=UTC))
 
 
+_recent: dict[str, int] = {}
+
+
 def parse_ts(text: str) -> int:
     """Parse RFC 3339 / ISO 8601 (Kubernetes, AWS CLI, GCE) or RFC 1123 (IMDS, Azure) text.
 
-    Raises ValueError naming the text when it is none of those. The common UTC form
-    (`2026-03-04T10:11:12Z`, `...12.123456Z`) takes a fast path: a cached minute plus seconds.
+    Raises ValueError naming the text when it is none of those. Exports repeat the same stamps
+    many times over, so answers are remembered (a bounded dict: cheaper than an LRU).
     """
+    found = _recent.get(text)
+    if found is None:
+        if len(_recent) >= 100_000:
+            _recent.clear()
+        found = _recent[text] = _parse(text)
+    return found
+
+
+def _parse(text: str) -> int:
+    """The common UTC form (`2026-03-04T10:11:12Z`, `...12.123456Z`) is a cached minute plus
+    seconds; everything else goes through datetime and email.utils."""
     if (
         len(text) >= 20
         and text[-1] == "Z"
@@ -70,6 +83,10 @@ def _parse_slow(text: str) -> int:
             return to_ms(datetime.fromisoformat(iso))
         except ValueError:
             pass
+    from email.utils import (
+        parsedate_to_datetime,  # RFC 1123 (IMDS, Azure): rare, and slow to import
+    )
+
     try:
         return to_ms(parsedate_to_datetime(value))
     except (TypeError, ValueError, IndexError):

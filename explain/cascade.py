@@ -117,7 +117,9 @@ def build_chain(root: Attempt, found: Found | None, attempts: Iterable[Attempt])
         ChainStep(
             at=root.ended_at,
             role="intermediate" if steps else "root",
-            summary=f"{_rank_name(root)} ({root.pod}) ended: {root.summary}",
+            summary=f"{_rank_name(root)} ({root.pod}) ended"
+            + (f" with exit code {root.exit_code}" if root.exit_code is not None else "")
+            + (f" ({root.reason})" if root.reason and root.reason not in ("Error",) else ""),
             evidence=root.evidence[:3],
             attempt=root.id,
         )
@@ -131,7 +133,8 @@ def build_chain(root: Attempt, found: Found | None, attempts: Iterable[Attempt])
             ChainStep(
                 at=collateral[0].ended_at,
                 role="effect",
-                summary=f"{names} then failed as collateral ({len(collateral)} attempts)",
+                summary=f"{names} then failed as collateral"
+                + (f" ({len(collateral)} runs)" if len(collateral) > 1 else ""),
                 evidence=[e for a in collateral for e in a.evidence[:1]],
                 attempt=None,
             )

@@ -34,7 +34,7 @@ from typing import Any, Final
 import orjson
 
 from whyjob.collector.ingest.base import Context, Item, Rejected
-from whyjob.collector.ingest.kernel import normalize_pci, xid_info, xid_severity
+from whyjob.collector.ingest.kernel import XID_MEANING, normalize_pci, xid_info, xid_severity
 from whyjob.core.entities import Binding
 from whyjob.core.evidence import Severity
 
@@ -242,7 +242,9 @@ class _Scrape:
         if rule.kind == "gpu.xid":
             code = int(ident.xid) if ident.xid and ident.xid.isdigit() else int(value)
             mnemonic, fatal = xid_info(code)
-            attrs.update(xid=code, pci=ident.pci, name=mnemonic, fatal=fatal)
+            attrs.update(
+                xid=code, pci=ident.pci, name=mnemonic, meaning=XID_MEANING.get(code), fatal=fatal
+            )
             if name == "DCGM_FI_DEV_XID_ERRORS":
                 attrs["latched"] = True
                 message = f"DCGM: last Xid {code} on {ident.uuid}"

@@ -56,13 +56,13 @@ _K8S_PARSERS: dict[str, Callable[[Context, Any, int | None], Iterator[Item]]] = 
 
 
 def _is_k8s(doc: Any) -> bool:
+    """A Kubernetes object (apiVersion and kind) or a List of them, even one cut short."""
     if not isinstance(doc, dict):
         return False
-    kind = doc.get("kind")
-    items = doc.get("items")
-    if isinstance(kind, str) and (
-        kind in _K8S_PARSERS or (kind.endswith("List") and isinstance(items, list))
-    ):
+    kind, items = doc.get("kind"), doc.get("items")
+    if isinstance(kind, str) and "apiVersion" in doc:
+        return True
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(items, list):
         return True
     # A List cut short loses its trailing `kind`; its items still say what they are.
     return (
@@ -76,22 +76,26 @@ def _is_k8s(doc: Any) -> bool:
 
 
 def parse_k8s(ctx: Context, doc: Any, line: int | None) -> Iterator[Item]:
-    """A Kubernetes object or List; items of kinds whyjob does not read are counted and skipped."""
+    """A Kubernetes object or List; objects of kinds whyjob does not read are counted."""
     kind = doc.get("kind") or "List"
-    if kind in _K8S_PARSERS:
-        yield from _K8S_PARSERS[kind](ctx, doc, line)
+    items = doc.get("items")
+    if not (kind.endswith("List") and isinstance(items, list)):
+        yield from _k8s_object(ctx, doc, kind, line)
         return
-    implied = kind[: -len("List")] if kind != "List" else None
-    for item in doc.get("items") or ():
+    implied = kind[: -len("List")] if kind != "List" else ""
+    for item in items:
         if not isinstance(item, dict):
             yield Rejected(line, "List item is not an object")
             continue
-        item_kind = item.get("kind") or implied
-        parser = _K8S_PARSERS.get(item_kind or "")
-        if parser is None:
-            ctx.skipped[str(item_kind)] = ctx.skipped.get(str(item_kind), 0) + 1
-            continue
-        yield from parser(ctx, item, line)
+        yield from _k8s_object(ctx, item, item.get("kind") or implied, line)
+
+
+def _k8s_object(ctx: Context, item: Any, kind: str, line: int | None) -> Iterator[Item]:
+    parser = _K8S_PARSERS.get(kind)
+    if parser is None:
+        ctx.skipped[kind or "?"] = ctx.skipped.get(kind or "?", 0) + 1
+        return
+    yield from parser(ctx, item, line)
 
 
 JSON_FORMATS: tuple[JsonFormat, ...] = (

@@ -59,12 +59,20 @@ def _encode(text: str) -> bytes:
 
 
 def iter_json_docs(data: bytes) -> Iterator[Doc | Damage]:
-    """Every JSON document in `data`, in order, with damage reported in place."""
+    """Every JSON document in `data`, in order, with damage reported in place.
+
+    A large pretty-printed Kubernetes List comes out one item at a time (each its own
+    document, with its line), so a 2 GB export is never a 2 GB object tree at once.
+    """
+    if len(data) >= _STREAM_MIN_BYTES and (items := _list_items(data)) is not None:
+        yield from items
+        return
     try:
         yield Doc(orjson.loads(data), 1)
         return
     except orjson.JSONDecodeError:
         pass
+
     text = data.decode("utf-8", "surrogateescape")
     if _looks_like_json_lines(text):
         yield from _json_lines(text)
@@ -89,6 +97,57 @@ def iter_json_docs(data: bytes) -> Iterator[Doc | Damage]:
         else:
             yield Doc(value, _line_at(text, start))
         pos = _skip_ws(text, end)
+
+
+_STREAM_MIN_BYTES = 4 << 20
+_ITEMS_KEY = re.compile(rb'\n([ \t]*)"items"\s*:\s*\[\s*?\n([ \t]+)\{')
+
+
+def _list_items(data: bytes) -> Iterator[Doc | Damage] | None:
+    """The items of a pretty-printed `{"items": [...]}` one by one, or None when the file is
+    not laid out that way (minified, another shape): then it is parsed whole.
+
+    In pretty-printed JSON every item of the list starts on a line of its own at the same
+    indentation, and nothing deeper is indented that little, so the item boundaries can be
+    found without parsing; strings cannot hold a raw newline.
+    """
+    head = _ITEMS_KEY.search(data, 0, 4096)
+    if head is None:
+        return None
+    key_indent, item_indent = head.group(1), head.group(2)
+    first = head.end() - 1  # the "{" of the first item
+    probe = data[first : first + 2048]
+    if b'"kind"' not in probe or b'"apiVersion"' not in probe:
+        return None  # items without a kind (a raw API list): parse whole, route by the List
+    boundary = re.compile(b"\n" + re.escape(item_indent) + rb"\{")
+    starts = [first, *(m.start() + 1 + len(item_indent) for m in boundary.finditer(data, first))]
+    close = re.compile(b"\n" + re.escape(key_indent) + rb"\]")
+    return _split_items(data, starts, close)
+
+
+def _split_items(
+    data: bytes, starts: list[int], close: re.Pattern[bytes]
+) -> Iterator[Doc | Damage]:
+    line, counted = 1, 0
+    for number, start in enumerate(starts):
+        if number + 1 < len(starts):
+            stop = starts[number + 1]
+        else:
+            end = close.search(data, start)
+            stop = end.start() if end else len(data)
+        chunk = data[start:stop].rstrip().rstrip(b",")
+        line += data.count(b"\n", counted, start)
+        counted = start
+        try:
+            yield Doc(orjson.loads(chunk), line)
+        except orjson.JSONDecodeError as exc:
+            truncated = stop == len(data)
+            reason = (
+                "truncated JSON document (the file ends in the middle of a value)"
+                if truncated
+                else f"invalid JSON: {exc}"
+            )
+            yield Damage(line, reason, chunk[:65536])
 
 
 def _looks_like_json_lines(text: str) -> bool:
@@ -143,9 +202,13 @@ def _salvage(text: str, start: int, error: json.JSONDecodeError) -> Iterator[Doc
         yield Damage(_line_at(text, begin), reason, _encode(text[begin:end_pos][:65536]))
 
 
+_TRUNCATED = "truncated JSON document (the file ends in the middle of a value)"
+
+
 def _describe(text: str, error: json.JSONDecodeError) -> str:
     if error.pos >= len(text.rstrip()):
-        return "truncated JSON document (the file ends in the middle of a value)"
+        return _TRUNCATED
+
     return f"invalid JSON: {error.msg} (line {error.lineno} column {error.colno})"
 
 
@@ -206,10 +269,12 @@ def _partial_array(text: str, pos: int) -> tuple[list[Any], list[_Span], int]:
                 items.append(value)
         except json.JSONDecodeError as exc:
             resume = _next_element(text, pos, exc.pos)
-            reason = _describe(text, exc)
             if resume is None:
-                damages.append((pos, len(text), reason))
+                # Nothing parses after it: the file ends inside this element.
+                damages.append((pos, len(text), _TRUNCATED))
                 return items, damages, len(text)
+            reason = _describe(text, exc)
+
             damages.append((pos, resume, reason))
             end = resume
         pos = _skip_ws(text, end)

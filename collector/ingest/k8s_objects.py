@@ -32,6 +32,11 @@ _POSITIVE_CONDITIONS = frozenset({"Ready"})
 _AWS_PROVIDER = re.compile(r"^aws:///[^/]*/(?P<id>i-[0-9a-f]+)$")
 _GCE_PROVIDER = re.compile(r"^gce://[^/]+/[^/]+/(?P<id>[^/]+)$")
 _AZURE_PROVIDER = re.compile(r"/virtualMachines/(?P<id>[^/]+)$", re.IGNORECASE)
+# A scale-set VM is named <scale set>_<index>, as Azure's Scheduled Events name it.
+_AZURE_VMSS = re.compile(
+    r"/virtualMachineScaleSets/(?P<set>[^/]+)/virtualMachines/(?P<index>\d+)$", re.IGNORECASE
+)
+
 _MAINTENANCE_LABELS = {
     "cloud.google.com/scheduled-maintenance-time": "scheduled",
     "cloud.google.com/active-node-maintenance": "active",
@@ -40,6 +45,8 @@ _MAINTENANCE_LABELS = {
 
 def instance_from_provider_id(provider_id: str) -> str | None:
     """The cloud instance behind a node: an EC2 instance id, a GCE instance or an Azure VM."""
+    if match := _AZURE_VMSS.search(provider_id):
+        return f"{match.group('set')}_{match.group('index')}"
     for pattern in (_AWS_PROVIDER, _GCE_PROVIDER, _AZURE_PROVIDER):
         if match := pattern.search(provider_id):
             return match.group("id")

@@ -53,6 +53,7 @@ from whyjob.core.evidence import Evidence, Severity
 
 __all__ = [
     "XID_CATALOG",
+    "XID_MEANING",
     "looks_like_journal_json",
     "looks_like_kernel_text",
     "normalize_pci",
@@ -108,6 +109,43 @@ XID_CATALOG: Final[dict[int, tuple[str, bool]]] = {
     155: ("NVLINK_SW_DEFINED_ERROR", True),
     156: ("RESOURCE_RETIREMENT_EVENT", True),
     158: ("GPU_FATAL_TIMEOUT", True),
+}
+# What each Xid means, in a few words a researcher can read (reference A7, NVIDIA's catalog).
+XID_MEANING: Final[dict[int, str]] = {
+    8: "GPU stopped processing",
+    13: "graphics engine exception",
+    31: "GPU memory page fault",
+    32: "corrupted push buffer stream",
+    38: "firmware watchdog timeout",
+    43: "GPU stopped processing after an application fault",
+    44: "graphics fault during context switch",
+    45: "channels torn down after the process was killed",
+    46: "GPU stopped processing (timeout)",
+    48: "uncorrectable (double-bit) ECC error",
+    61: "internal micro-controller breakpoint",
+    62: "internal micro-controller halt",
+    63: "ECC page retirement or row remapping recorded",
+    64: "ECC page retirement or row remapping failed",
+    68: "video decoder exception",
+    69: "graphics engine class error",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high rate of single-bit ECC errors",
+    94: "contained uncorrectable ECC error",
+    95: "uncontained uncorrectable ECC error",
+    109: "context-switch timeout",
+    119: "GSP firmware RPC timeout",
+    120: "GSP firmware error",
+    121: "chip-to-chip link error",
+    136: "NVLink link training failure",
+    137: "NVLink privilege error",
+    140: "uncorrectable ECC error escaped containment",
+    143: "GPU initialization failure",
+    154: "the driver changed the GPU's required recovery action",
+    155: "NVLink software-defined error",
+    156: "resource retirement event",
+    158: "GPU fatal timeout",
+    **dict.fromkeys(range(144, 151), "NVLink5 error"),
 }
 # Application-level Xids: the training code faulted, the GPU is fine (the usual alert exclusion).
 _XID_APP: Final = frozenset({13, 31, 43, 45})
@@ -434,6 +472,7 @@ def _xid(match: re.Match[str], state: _State) -> _Class:
         "process": process,
         "text": rest.strip(),
         "name": mnemonic,
+        "meaning": XID_MEANING.get(code),
         "fatal": fatal,
     }
     if recovery is not None:

@@ -28,7 +28,7 @@ from whyjob.core.index import SqliteIndex
 
 __all__ = ["FileResult", "IngestSummary", "Ingestor"]
 
-_BATCH = 5000
+_BATCH = 20_000
 _SNIFF_LINES = 20
 _BINARY_PROBE = 8192
 _QUARANTINE_LIMIT = 65536

@@ -135,3 +135,19 @@ def test_fixture_folder_imports_cleanly(ingest: Ingest, tmp_path: Path) -> None:
     shutil.copytree(K8S, tmp_path / "k8s")
     summary = ingest(tmp_path)
     assert summary.total("rejected") == 0 and summary.total("stored") > 10
+
+
+def test_provider_ids_name_the_instance_as_cloud_notices_do() -> None:
+    from whyjob.collector.ingest.k8s_objects import instance_from_provider_id as instance
+
+    assert instance("aws:///us-west-2a/i-0a1b2c3d4e5f60718") == "i-0a1b2c3d4e5f60718"
+    assert instance("gce://proj/us-central1-a/gke-pool-1a2b3c4d-x7k2") == "gke-pool-1a2b3c4d-x7k2"
+    vmss = "azure:///subscriptions/s/resourceGroups/mc_rg/providers/Microsoft.Compute/virtualMachineScaleSets/aks-gpupool-12345678-vmss/virtualMachines/3"
+    assert instance(vmss) == "aks-gpupool-12345678-vmss_3"  # Scheduled Events' resource name
+    assert (
+        instance(
+            "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/gpu-vm-1"
+        )
+        == "gpu-vm-1"
+    )
+    assert instance("kind://docker/kind/kind-control-plane") is None

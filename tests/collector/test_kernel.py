@@ -149,6 +149,7 @@ def test_xid_records() -> None:
         "process": "python",
         "text": "Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address",
         "name": "ROBUST_CHANNEL_GR_EXCEPTION",
+        "meaning": "graphics engine exception",
         "fatal": False,
     }
     assert remap.attrs["pid"] == 1896 and remap.attrs["process"] is None

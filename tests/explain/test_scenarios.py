@@ -85,7 +85,9 @@ def test_exit_137_without_oom_evidence_is_not_called_an_oom(tmp_path: Path, rule
         Ingestor(index, IngestOptions()).ingest([str(killed)])
         explanation = explain_experiment(index, rules, "gpt2-run7", None)
     (attempt,) = explanation.attempts
-    assert attempt.exit_code == 137 and attempt.category == "unknown" and attempt.grade == "possible"
+    assert (
+        attempt.exit_code == 137 and attempt.category == "unknown" and attempt.grade == "possible"
+    )
     assert any("exit 137 only proves SIGKILL" in note for note in attempt.missing)
     with SqliteIndex(tmp_path / "oom.sqlite") as index:
         Ingestor(index, IngestOptions()).ingest([str(fixture)])

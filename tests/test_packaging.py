@@ -1,0 +1,65 @@
+"""Guardrails for the folder-to-namespace mapping (docs: pyproject.toml [tool.setuptools])."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
+def test_every_package_folder_is_listed() -> None:
+    """setuptools silently drops a subpackage missing from the explicit list."""
+    mapping = CONFIG["package-dir"]
+    found = set()
+    for package, folder in mapping.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / folder)
+            found.add(".".join([package, *relative.parts]))
+    assert found == set(CONFIG["packages"])
+
+
+def test_no_bare_top_level_imports() -> None:
+    """Only whyjob.* is importable; a bare `import cli` would load the folder a second time."""
+    for folder in CONFIG["package-dir"].values():
+        for source in (ROOT / folder).rglob("*.py"):
+            for line in source.read_text().splitlines():
+                stripped = line.strip()
+                for name in CONFIG["package-dir"].values():
+                    assert not stripped.startswith((f"import {name}", f"from {name} ")), (
+                        source,
+                        line,
+                    )
+
+
+def test_wheel_carries_rules_templates_and_schema(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("whyjob-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for rule in (ROOT / "rules").glob("*.yaml"):
+        assert f"whyjob/rules/{rule.name}" in names
+    for template in (ROOT / "explain" / "templates").glob("*.j2"):
+        assert f"whyjob/explain/templates/{template.name}" in names
+    assert "whyjob/core/schema/explanation.v1.json" in names
+    for package in CONFIG["packages"]:
+        assert f"{package.replace('.', '/')}/__init__.py" in names
+    assert "whyjob/cli/py.typed" in names
