@@ -23,13 +23,20 @@ __all__ = ["build_chain", "first_dominoes"]
 _SKEW_MS = 15_000
 
 
-def _failure_time(attempt: Attempt, cause: Cause | None) -> int:
+def _failure_time(attempt: Attempt, found: Found | None) -> int:
     """When the failure hit the run: its root evidence if that fell during the run (the Xid,
-    the first error line), else its end (a notice announced days ahead is not the moment)."""
+    the first error line); else the earliest evidence of the cause during the run (the node
+    going NotReady under a maintenance announced days ahead); else the run's recorded end,
+    which a kubelet coming back after a reboot may stamp minutes late."""
+    start = attempt.started_at or 0
     end = attempt.ended_at or attempt.started_at or 0
-    if cause is not None and cause.at is not None and (attempt.started_at or 0) <= cause.at <= end:
-        return cause.at
-    return end
+    if found is None:
+        return end
+    at = found.cause.at
+    if at is not None and start <= at <= end:
+        return at
+    during = [ev.ts for hits in found.records.values() for ev in hits if start <= ev.ts <= end]
+    return min(during) if during else end
 
 
 def _rank_name(attempt: Attempt) -> str:
@@ -50,9 +57,9 @@ def first_dominoes(attempts: list[Attempt], best: dict[str, Found]) -> list[str]
     first to fail is the root).
     """
     cause_of = {a.id: best[a.id].cause if a.id in best else None for a in attempts}
+    hit = {a.id: _failure_time(a, best.get(a.id)) for a in attempts if a.failed}
     failed = sorted(
-        (a for a in attempts if a.failed),
-        key=lambda a: (_failure_time(a, cause_of[a.id]), a.ended_at or 0, a.id),
+        (a for a in attempts if a.failed), key=lambda a: (hit[a.id], a.ended_at or 0, a.id)
     )
     roots = [a for a in failed if _independent(a, cause_of[a.id])]
     for attempt in failed:
@@ -60,21 +67,21 @@ def first_dominoes(attempts: list[Attempt], best: dict[str, Found]) -> list[str]
         if _independent(attempt, cause):
             continue
         start = (attempt.started_at or attempt.ended_at or 0) - _SKEW_MS
-        end = (attempt.ended_at or _failure_time(attempt, cause)) + _SKEW_MS
+        end = (attempt.ended_at or hit[attempt.id]) + _SKEW_MS
         candidates = [
             root
             for root in roots
             if (root.pod_uid, root.container) != (attempt.pod_uid, attempt.container)
-            and start <= _failure_time(root, cause_of[root.id]) <= end
+            and start <= hit[root.id] <= end
             # Deleting a whole job deletes every pod: each one was deleted, none failed.
             and not (root.category == attempt.category == "pod.deleted")
         ]
         if not candidates:
             roots.append(attempt)
             continue
-        root = min(candidates, key=lambda r: (_failure_time(r, cause_of[r.id]), r.id))
-        _mark_collateral(attempt, cause, root, _failure_time(root, cause_of[root.id]))
-    roots.sort(key=lambda a: (_failure_time(a, cause_of[a.id]), a.id))
+        root = min(candidates, key=lambda r: (hit[r.id], r.id))
+        _mark_collateral(attempt, cause, root, hit[root.id])
+    roots.sort(key=lambda a: (hit[a.id], a.id))
     return [a.id for a in roots]
 
 

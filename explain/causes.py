@@ -117,6 +117,8 @@ class CauseFinder:
 
     def _hits(self, attempt: Attempt, requirement: Requirement, anchor: int) -> list[Evidence]:
         low, high = anchor - requirement.before, anchor + requirement.after
+        if requirement.since_start and attempt.started_at is not None:
+            low = max(low, attempt.started_at)
         hits = {
             ev.id: ev
             for scope in requirement.scopes

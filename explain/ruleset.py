@@ -83,7 +83,9 @@ _EXPLANATION_KEYS: Final = frozenset(
     }
 )
 ATTEMPT_STATES: Final = frozenset({"terminated", "waiting", "pending", "unknown"})
-_REQUIREMENT_KEYS: Final = frozenset({"signal", "scope", "window", "min_count", "as"})
+_REQUIREMENT_KEYS: Final = frozenset(
+    {"signal", "scope", "window", "min_count", "as", "since_start"}
+)
 _STATUSES: Final = frozenset({"stable", "incubating", "deprecated"})
 _DURATION: Final = re.compile(r"^(\d+)(ms|s|m|h|d)$")
 _UNITS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -133,6 +135,7 @@ class Requirement:
     after: int
     min_count: int
     alias: str
+    since_start: bool = False  # only records from after the attempt started (a state, not a notice)
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +351,12 @@ def _requirement(f: _File, node: Located, lists: Mapping[str, list[Any]]) -> Req
     min_count = count.value if count is not None else 1
     if not isinstance(min_count, int) or min_count < 1:
         raise f.error(count, "min_count must be a positive integer")
-    return Requirement(frozenset(names), scopes, before, after, min_count, alias)
+    since = spec.get("since_start")
+    if since is not None and not isinstance(since.value, bool):
+        raise f.error(since, "since_start takes true or false")
+    return Requirement(
+        frozenset(names), scopes, before, after, min_count, alias, bool(since and since.value)
+    )
 
 
 def _template_names(f: _File, node: Located, template: str) -> None:

@@ -20,7 +20,9 @@ from typing import Any
 
 from whyjob.collector.ingest.base import Context, Item, Rejected
 from whyjob.collector.ingest.loglines import classify, clean, redact
+from whyjob.collector.ingest.tracebacks import Traceback, TracebackTracker
 from whyjob.core.entities import PodRecord
+from whyjob.core.evidence import Severity
 from whyjob.core.timeutil import parse_ts
 
 __all__ = [
@@ -108,7 +110,8 @@ def looks_like_docker_json(doc: Any) -> bool:
 
 
 class _LogSink:
-    """Turns (line, ts, text, stream) into records for one container run."""
+    """Turns (line, ts, text, stream) into records for one container run, and puts the
+    tracebacks among those lines back together as `log.traceback` records."""
 
     def __init__(self, ctx: Context, ident: Mapping[str, Any]) -> None:
         self.ctx = ctx
@@ -125,12 +128,15 @@ class _LogSink:
         )
         self._last_stamp = ""
         self._dup = 0
+        self._trackers: dict[str | None, TracebackTracker] = {}
+        self._last_ts = 0
 
-    def record(self, line: int, ts: int, stamp: str, text: str, stream: str | None) -> Item:
+    def records(self, line: int, ts: int, stamp: str, text: str, stream: str | None) -> list[Item]:
         if stamp == self._last_stamp:
             self._dup += 1
         else:
             self._last_stamp, self._dup = stamp, 0
+        self._last_ts = ts
         text = redact(clean(text))
         verdict = classify(text)
         attrs: dict[str, Any] = {"seq": line}
@@ -142,16 +148,60 @@ class _LogSink:
             attrs["step"] = verdict.step
         if verdict.phase is not None:
             attrs["phase"] = verdict.phase
+        out: list[Item] = [
+            self.ctx.evidence(
+                source="log",
+                native_id=self.native,
+                version=f"{stamp}/{self._dup}",
+                ts=ts,
+                kind=verdict.kind,
+                message=text,
+                severity=verdict.severity,
+                attrs=attrs,
+                line=line,
+                **self.fields,
+            )
+        ]
+        tracker = self._trackers.get(stream)
+        if tracker is None:
+            tracker = self._trackers[stream] = TracebackTracker()
+        out.extend(self._traceback(tb, ts, stream) for tb in tracker.feed(line, text))
+        return out
+
+    def close(self) -> list[Item]:
+        return [
+            self._traceback(tb, self._last_ts, stream)
+            for stream, tracker in self._trackers.items()
+            for tb in tracker.close()
+        ]
+
+    def _traceback(self, tb: Traceback, ts: int, stream: str | None) -> Item:
+        attrs: dict[str, Any] = {
+            "seq": tb.last_line or tb.first_line,
+            "first_seq": tb.first_line,
+            "exception": tb.exception,
+            "detail": tb.detail,
+            "functions": tb.functions,
+            "files": tb.files,
+            "chained": tb.chained,
+            "truncated": tb.truncated,
+        }
+        if tb.rank is not None:
+            attrs["rank"] = tb.rank
+        if stream:
+            attrs["stream"] = stream
+        if self.restart is not None:
+            attrs["restart"] = self.restart
         return self.ctx.evidence(
             source="log",
             native_id=self.native,
-            version=f"{stamp}/{self._dup}",
+            version=f"traceback/{tb.first_line}/{tb.rank}",
             ts=ts,
-            kind=verdict.kind,
-            message=text,
-            severity=verdict.severity,
+            kind="log.traceback",
+            message=tb.summary,
+            severity=Severity.ERROR,
             attrs=attrs,
-            line=line,
+            line=tb.first_line,
             **self.fields,
         )
 
@@ -220,9 +270,10 @@ def parse_cri_text(ctx: Context, lines: Iterable[tuple[int, str]]) -> Iterator[I
             yield Rejected(number, str(exc), text.encode())
             continue
         first = first if first is not None else ts
-        yield sink.record(number, ts, stamp, body, stream)
+        yield from sink.records(number, ts, stamp, body, stream)
     for stream, (number, stamp, parts) in partial.items():
-        yield sink.record(number, _cri_ts(stamp), stamp, "".join(parts), stream)
+        yield from sink.records(number, _cri_ts(stamp), stamp, "".join(parts), stream)
+    yield from sink.close()
     if first is not None and (record := _pod_record(ident, first)):
         yield record
 
@@ -246,7 +297,8 @@ def parse_docker_json(ctx: Context, docs: Iterable[tuple[int, Any]]) -> Iterator
             yield Rejected(line, f"docker log line: {exc}")
             continue
         first = first if first is not None else ts
-        yield sink.record(line, ts, stamp, str(doc["log"]).rstrip("\n"), doc.get("stream"))
+        yield from sink.records(line, ts, stamp, str(doc["log"]).rstrip("\n"), doc.get("stream"))
+    yield from sink.close()
     if first is not None and (record := _pod_record(ident, first)):
         yield record
 
@@ -295,6 +347,7 @@ def parse_plain_text(ctx: Context, lines: Iterable[tuple[int, str]]) -> Iterator
     assert current is not None
     for number, text, ts in rows:
         current = ts if ts is not None else current
-        yield sink.record(number, current, str(current), text, None)
+        yield from sink.records(number, current, str(current), text, None)
+    yield from sink.close()
     if record := _pod_record(ident, stamps[0] if stamps else current):
         yield record

@@ -91,10 +91,8 @@ def test_kubelet_log_with_invalid_utf8_keeps_every_other_line(
     rejected: list[tuple[str, str]] = []
     summary = ingest(log, rejected=rejected)
     assert summary.files[0].fmt == "log.cri"
-    assert (summary.total("stored"), summary.total("rejected")) == (
-        9,
-        1,
-    )  # 11 lines, one P+F pair, one bad
+    # 11 lines, one P+F pair, one bad; plus the traceback they hold, put back together
+    assert (summary.total("stored"), summary.total("rejected")) == (10, 1)
     assert rejected == [(f"{log}:3", "invalid UTF-8 (byte 0xff at column 63)")]
     (row,) = index.quarantined()
     assert b"grad\xff\xfenorm" in row[5]
@@ -144,7 +142,7 @@ def test_plain_log_needs_a_pod_and_takes_leading_timestamps(
     assert ingest(log, rejected=rejected).total("stored") == 0  # a file named on the command line
     assert "not a format whyjob recognises" in rejected[0][1]
     summary = ingest(log, pod=PodRef("ml", "job-worker-0", "main"))
-    assert summary.files[0].fmt == "log.plain" and summary.total("stored") == 4
+    assert summary.files[0].fmt == "log.plain" and summary.total("stored") == 5  # + the traceback
     records = index.entity_evidence("pod", ["job-worker-0"], 0, 2**62)
     traceback = next(ev for ev in records if ev.message.startswith("Traceback"))
     first = next(ev for ev in records if ev.message.endswith("starting"))

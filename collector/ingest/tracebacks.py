@@ -1,0 +1,104 @@
+"""Python tracebacks put back together from log lines.
+
+A traceback arrives as many lines (`Traceback (most recent call last):`, the frames, the
+exception), and with torchrun the lines of eight local ranks interleave, each prefixed with
+`[rankN]:`. Rules want the whole thing: which exception, raised from which functions, and
+whether it was the first of a chain ("During handling of the above exception..."). The
+tracker follows one traceback per stream and rank and hands back a summary when the exception
+line closes it, or a truncated one when the log moves on before it does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = ["Traceback", "TracebackTracker"]
+
+_PREFIX: Final = re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:\s?")
+_START: Final = "Traceback (most recent call last):"
+_FRAME: Final = re.compile(r'^\s+File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
+_EXCEPTION: Final = re.compile(
+    r"^(?P<name>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure)"
+    r"|KeyError|StopIteration|GeneratorExit)(?::\s?(?P<detail>.*))?$"
+)
+_CHAIN: Final = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+_MAX_FRAMES: Final = 40
+
+
+@dataclass(slots=True)
+class Traceback:
+    """One traceback: where it started, its frames (innermost last) and its exception."""
+
+    first_line: int
+    rank: str | None
+    functions: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    exception: str | None = None
+    detail: str | None = None
+    last_line: int = 0
+    chained: bool = False  # it followed "During handling of the above exception" or similar
+    truncated: bool = False
+
+    @property
+    def summary(self) -> str:
+        if self.exception is None:
+            return "truncated traceback" + (f" in {self.functions[-1]}" if self.functions else "")
+        return f"{self.exception}: {self.detail}" if self.detail else self.exception
+
+
+class TracebackTracker:
+    """Feed it every line of one stream, in order; it returns tracebacks as they close."""
+
+    def __init__(self) -> None:
+        self._open: dict[str | None, Traceback] = {}
+        self._chain_next: set[str | None] = set()
+
+    def feed(self, number: int, text: str) -> list[Traceback]:
+        prefix = _PREFIX.match(text)
+        rank = prefix.group("rank") if prefix else None
+        body = text[prefix.end() :] if prefix else text
+        stripped = body.strip()
+        done: list[Traceback] = []
+        current = self._open.get(rank)
+        if stripped == _START:
+            if current is not None:  # a new one began before the last closed
+                current.truncated = True
+                done.append(self._open.pop(rank))
+            self._open[rank] = Traceback(number, rank, chained=rank in self._chain_next)
+            self._chain_next.discard(rank)
+            return done
+        if stripped in _CHAIN:
+            self._chain_next.add(rank)
+            return done
+        if current is None:
+            return done
+        if frame := _FRAME.match(body):
+            if len(current.functions) < _MAX_FRAMES:
+                current.functions.append(frame.group("func"))
+                current.files.append(frame.group("file"))
+            return done
+        if not stripped or body[:1].isspace():
+            return done  # a code line, a caret line, or a blank inside the traceback
+        exception = _EXCEPTION.match(stripped)
+        finished = self._open.pop(rank)
+        finished.last_line = number
+        if exception is not None:
+            finished.exception = exception.group("name")
+            finished.detail = (exception.group("detail") or "").strip() or None
+        else:
+            finished.truncated = True
+        done.append(finished)
+        return done
+
+    def close(self) -> list[Traceback]:
+        """Tracebacks still open when the log ended: cut off."""
+        left = list(self._open.values())
+        for traceback in left:
+            traceback.truncated = True
+        self._open.clear()
+        return left

@@ -1,0 +1,86 @@
+"""Tracebacks put back together from interleaved, prefixed, chained and cut-off log lines."""
+
+from __future__ import annotations
+
+from whyjob.collector.ingest.tracebacks import TracebackTracker
+
+
+def _feed(lines: list[str]) -> list:  # type: ignore[type-arg]
+    tracker = TracebackTracker()
+    out = []
+    for number, text in enumerate(lines, start=1):
+        out.extend(tracker.feed(number, text))
+    return out + tracker.close()
+
+
+def test_a_plain_traceback() -> None:
+    (tb,) = _feed(
+        [
+            "step 100 loss 2.1",
+            "Traceback (most recent call last):",
+            '  File "/workspace/train.py", line 214, in <module>',
+            "    main()",
+            '  File "/usr/lib/python3/dist-packages/transformers/trainer.py", line 3107, in _save_checkpoint',
+            "    torch.save(state, path)",
+            "    ^^^^^^^^^^^^^^^^^^^^^^^",
+            "OSError: [Errno 30] Read-only file system: '/ckpt/checkpoint-1400/optimizer.pt'",
+        ]
+    )
+    assert (tb.exception, tb.functions, tb.first_line, tb.last_line) == (
+        "OSError",
+        ["<module>", "_save_checkpoint"],
+        2,
+        8,
+    )
+    assert tb.detail == "[Errno 30] Read-only file system: '/ckpt/checkpoint-1400/optimizer.pt'"
+    assert not tb.truncated and not tb.chained
+
+
+def test_interleaved_ranks_and_qualified_exception_names() -> None:
+    done = _feed(
+        [
+            "[rank0]: Traceback (most recent call last):",
+            "[rank1]: Traceback (most recent call last):",
+            '[rank0]:   File "train.py", line 9, in step',
+            '[rank1]:   File "train.py", line 12, in forward',
+            "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            "[rank0]: KeyError: 'input_ids'",
+        ]
+    )
+    assert [(t.rank, t.exception, t.functions) for t in done] == [
+        ("1", "torch.OutOfMemoryError", ["forward"]),
+        ("0", "KeyError", ["step"]),
+    ]
+
+
+def test_chains_keep_the_first_exception_first() -> None:
+    done = _feed(
+        [
+            "Traceback (most recent call last):",
+            '  File "data.py", line 3, in read',
+            "OSError: [Errno 5] Input/output error",
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "train.py", line 8, in <module>',
+            "RuntimeError: DataLoader worker (pid 4242) exited unexpectedly",
+        ]
+    )
+    assert [(t.exception, t.chained) for t in done] == [("OSError", False), ("RuntimeError", True)]
+
+
+def test_cut_off_tracebacks_are_kept_as_truncated() -> None:
+    done = _feed(
+        [
+            "Traceback (most recent call last):",
+            '  File "train.py", line 8, in <module>',
+            "2026-03-04 10:13:00,000 INFO the log moved on",
+            "Traceback (most recent call last):",
+            '  File "train.py", line 9, in step',
+        ]
+    )
+    assert [(t.truncated, t.exception, t.summary) for t in done] == [
+        (True, None, "truncated traceback in <module>"),
+        (True, None, "truncated traceback in step"),
+    ]
