@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from whyjob.cli import bench, commands, ingest_cmd, inspect_cmd, sim_cmd
+from whyjob.cli import bench, commands, ingest_cmd, inspect_cmd, rules_cmd, sim_cmd
 from whyjob.cli.state import state_of
 
 __all__ = ["app"]
@@ -75,4 +75,5 @@ app.command("search")(inspect_cmd.search)
 app.command("show")(inspect_cmd.show)
 app.command("quarantine")(inspect_cmd.quarantine)
 app.command("stats")(inspect_cmd.stats)
+app.add_typer(rules_cmd.app, name="rules")
 app.add_typer(bench.app, name="bench")

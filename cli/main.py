@@ -19,6 +19,7 @@ COMMANDS = frozenset(
         "show",
         "quarantine",
         "stats",
+        "rules",
         "bench",
     }
 )

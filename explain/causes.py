@@ -41,15 +41,19 @@ def _flatten(ev: Evidence, captures: dict[str, str], anchor: int, count: int) ->
         if isinstance(v, str | int | float) and not isinstance(v, bool)
     }
     values.update(captures)
+    entities = {
+        "node": ev.node,
+        "gpu": ev.gpu_uuid,
+        "instance": ev.instance_id,
+        "asg": ev.asg,
+        "pod": ev.pod,
+        "container": ev.container,
+    }
+    # An entity the record does not carry leaves an attribute of the same name standing.
+    values.update({k: v for k, v in entities.items() if v is not None or k not in values})
     values.update(
         message=ev.message,
         kind=ev.kind,
-        node=ev.node,
-        gpu=ev.gpu_uuid,
-        instance=ev.instance_id,
-        asg=ev.asg,
-        pod=ev.pod,
-        container=ev.container,
         at=format_ts(ev.ts),
         count=count,
         gap=format_duration(anchor - ev.ts) + (" before" if ev.ts <= anchor else " after"),

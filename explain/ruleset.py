@@ -365,8 +365,10 @@ def _template_names(f: _File, node: Located, template: str) -> None:
     except ValueError as exc:
         raise f.error(node, f"bad summary template: {exc}") from None
     for name in fields:
-        if not re.match(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)?$", name):
-            raise f.error(node, f"summary field {{{name}}}: use {{name}} or {{alias.field}}")
+        if not re.match(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)?(\|[A-Za-z_]\w*(\.[A-Za-z_]\w*)?)*$", name):
+            raise f.error(
+                node, f"summary field {{{name}}}: use {{name}}, {{alias.field}} or {{a.x|b.y}}"
+            )
 
 
 def _explanation(
@@ -450,11 +452,15 @@ def _shipped() -> list[tuple[str, str]]:
 def _user_files(paths: Iterable[Path]) -> list[tuple[str, str]]:
     found = []
     for path in paths:
-        files = (
-            sorted(path.rglob("*.yaml")) + sorted(path.rglob("*.yml")) if path.is_dir() else [path]
-        )
         if not path.exists():
             raise ConfigError(f"{path}: no such rule file or folder")
+        # A folder's rule files, not the fixtures kept in its tests/ subfolders.
+        files = (
+            [f for f in sorted(path.rglob("*.y*ml")) if "tests" not in f.relative_to(path).parts]
+            if path.is_dir()
+            else [path]
+        )
+
         for file in files:
             try:
                 found.append((str(file), file.read_text(encoding="utf-8")))

@@ -18,11 +18,15 @@ _MISSING = "?"
 
 class _Formatter(string.Formatter):
     def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-        head, _, tail = field_name.partition(".")
-        value = kwargs.get(head)
-        if tail:
-            value = value.get(tail) if isinstance(value, Mapping) else None
-        return (_MISSING if value is None else value), field_name
+        # `{a.b|c.d}`: the first alternative that has a value.
+        for choice in field_name.split("|"):
+            head, _, tail = choice.partition(".")
+            value = kwargs.get(head)
+            if tail:
+                value = value.get(tail) if isinstance(value, Mapping) else None
+            if value is not None and value != "":
+                return value, field_name
+        return _MISSING, field_name
 
     def format_field(self, value: Any, format_spec: str) -> str:
         if value is _MISSING or not format_spec:
@@ -37,5 +41,6 @@ _FORMATTER = _Formatter()
 
 
 def render(template: str, values: Mapping[str, Any]) -> str:
-    """Fill a validated template; unknown or empty fields show as '?'."""
+    """Fill a validated template; `{a|b}` takes the first field that has a value, and a field
+    with none shows as '?'."""
     return _FORMATTER.vformat(template, (), values)

@@ -108,3 +108,23 @@ def test_demo_uses_its_own_index(run: Run, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "node.eviction" in result.output
     shutil.rmtree(tmp_path / "data", ignore_errors=True)
+
+
+def test_rules_list_lint_and_test(run: Run, tmp_path: Path) -> None:
+    listing = run("rules", "list")
+    assert (
+        listing.exit_code == 0
+        and "container-oom-killed" in listing.output
+        and "explanations" in listing.output
+    )
+    assert "log.cuda-oom" in run("rules", "list", "--signals").output
+    tested = run("rules", "test")
+    assert tested.exit_code == 0 and " 0 failed" in tested.output
+    assert "0 warnings" in run("rules", "lint").output
+    broken = tmp_path / "team.yaml"
+    broken.write_text(
+        "format: whyjob.rules/v1\nsignals:\n  - id: s\n    kind: log.error\n    where:\n      message: {regex: 'NCCL (WARN'}\n"
+    )
+    lint = run("rules", "lint", str(broken))
+    assert lint.exit_code == 2
+    assert f"{broken}:6: bad regex 'NCCL (WARN': missing ), unterminated subpattern" in lint.output
