@@ -143,6 +143,7 @@ def ingest(
         boot_time=_time(boot_time, "--boot-time"),
         fmt=fmt,
         launchers=settings.launchers,
+        log_markers=settings.log_markers,
     )
     rejections: list[str] = []
 

@@ -11,6 +11,7 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS = frozenset(
     {
         "explain",
+        "diagnose",
         "ingest",
         "simulate",
         "demo",

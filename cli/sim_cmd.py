@@ -98,9 +98,12 @@ def demo(
         folder = bundle or Path(scratch)
         truth = run(scenario, seed, folder, noise=True)
         with SqliteIndex(path) as index:
-            summary = Ingestor(index, IngestOptions(launchers=state.settings.launchers)).ingest(
-                [str(folder)]
-            )
+            summary = Ingestor(
+                index,
+                IngestOptions(
+                    launchers=state.settings.launchers, log_markers=state.settings.log_markers
+                ),
+            ).ingest([str(folder)])
         sys.stdout.write(
             f"simulated {scenario!r} (seed {seed}): {summary.total('stored'):,} records from "
             f"{len(summary.files)} files into {path}\n"

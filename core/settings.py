@@ -42,6 +42,7 @@ class Settings:
     launchers: how experiments are recognised from pod labels, tried in order.
     rule_paths: extra rule folders or files, loaded after the shipped rules.
     config_path: the config file these settings were read from, if any.
+    log_markers: extra regexes for log lines by kind: checkpoint, progress, error.
     """
 
     index: Path = field(default_factory=default_index_path)
@@ -49,13 +50,15 @@ class Settings:
     launchers: tuple[Launcher, ...] = DEFAULT_LAUNCHERS
     rule_paths: tuple[Path, ...] = ()
     config_path: Path | None = None
+    log_markers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with the given fields replaced; None values are ignored."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-_KNOWN_KEYS = {"index", "cluster", "experiments", "rules"}
+_KNOWN_KEYS = {"index", "cluster", "experiments", "rules", "logs"}
+_LOG_KEYS = {"checkpoint", "progress", "error"}
 _EXPERIMENT_KEYS = {"labels", "launchers"}
 _LAUNCHER_KEYS = {"name", "label", "rank_labels", "attempt_label"}
 
@@ -101,6 +104,25 @@ def _launchers(path: Path, section: Mapping[str, Any]) -> tuple[Launcher, ...]:
             )
         )
     return (*custom, *DEFAULT_LAUNCHERS)
+
+
+def _log_markers(path: Path, section: object) -> dict[str, tuple[str, ...]]:
+    import re
+
+    if not isinstance(section, dict):
+        raise _fail(path, "logs must be a mapping of checkpoint, progress and error patterns")
+    unknown = set(section) - _LOG_KEYS
+    if unknown:
+        raise _fail(path, f"unknown key logs.{sorted(unknown)[0]} (known: {sorted(_LOG_KEYS)})")
+    out: dict[str, tuple[str, ...]] = {}
+    for kind, patterns in section.items():
+        for pattern in _string_list(path, f"logs.{kind}", patterns):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise _fail(path, f"logs.{kind}: bad regex {pattern!r}: {exc}") from None
+        out[kind] = tuple(patterns)
+    return out
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -155,6 +177,8 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
                 (path.parent / p).expanduser()
                 for p in _string_list(path, "rules.paths", rules.get("paths", []))
             )
+        if "logs" in data:
+            changes["log_markers"] = _log_markers(path, data["logs"])
         settings = replace(settings, **changes)
     if env.get("WHYJOB_INDEX"):
         settings = replace(settings, index=Path(env["WHYJOB_INDEX"]).expanduser())

@@ -21,7 +21,7 @@ from whyjob.explain.model import Attempt, Cause
 from whyjob.explain.ruleset import Explanation, Requirement, RuleSet
 from whyjob.explain.templating import render
 
-__all__ = ["CauseFinder", "Found"]
+__all__ = ["CauseFinder", "Clock", "Found"]
 
 _EVIDENCE_PER_CONDITION = 5
 
@@ -34,7 +34,32 @@ class Found:
     records: dict[str, list[Evidence]] = field(default_factory=dict)
 
 
-def _flatten(ev: Evidence, captures: dict[str, str], anchor: int, count: int) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """The times a summary shows, when they differ from the ones matching used.
+
+    A paste is matched in paste order on a made-up clock; its summaries still show each line's
+    own time (`None`: the line had none) and gaps only where both ends carry one.
+    """
+
+    shown: dict[int, int | None]
+    end: int | None
+
+    def at(self, ev: Evidence) -> str:
+        ts = self.shown.get(ev.id)
+        return format_ts(ts) if ts is not None else "an unstated time"
+
+    def gap(self, ev: Evidence, anchor: int) -> str:
+        ts = self.shown.get(ev.id)
+        side = "before" if ev.ts <= anchor else "after"
+        if ts is None or self.end is None:
+            return side
+        return format_duration(abs(self.end - ts)) + (" before" if ts <= self.end else " after")
+
+
+def _flatten(
+    ev: Evidence, captures: dict[str, str], anchor: int, count: int, clock: Clock | None
+) -> dict[str, Any]:
     values: dict[str, Any] = {
         k: v
         for k, v in ev.attrs.items()
@@ -51,12 +76,17 @@ def _flatten(ev: Evidence, captures: dict[str, str], anchor: int, count: int) ->
     }
     # An entity the record does not carry leaves an attribute of the same name standing.
     values.update({k: v for k, v in entities.items() if v is not None or k not in values})
+    source_text = ev.attrs.get("message")
     values.update(
         message=ev.message,
+        # The source's own words where it has them (a condition's or status's message).
+        text=source_text if isinstance(source_text, str) and source_text else ev.message,
         kind=ev.kind,
-        at=format_ts(ev.ts),
+        at=clock.at(ev) if clock else format_ts(ev.ts),
         count=count,
-        gap=format_duration(anchor - ev.ts) + (" before" if ev.ts <= anchor else " after"),
+        gap=clock.gap(ev, anchor)
+        if clock
+        else format_duration(abs(anchor - ev.ts)) + (" before" if ev.ts <= anchor else " after"),
     )
     return values
 
@@ -64,7 +94,14 @@ def _flatten(ev: Evidence, captures: dict[str, str], anchor: int, count: int) ->
 class CauseFinder:
     """Evaluates a rule set against one scene."""
 
-    def __init__(self, rules: RuleSet, scene: Scene, matches: dict[int, dict[str, dict[str, str]]]):
+    def __init__(
+        self,
+        rules: RuleSet,
+        scene: Scene,
+        matches: dict[int, dict[str, dict[str, str]]],
+        clock: Clock | None = None,
+    ):
+        self.clock = clock
         self.rules = rules
         self.scene = scene
         self.matches = matches
@@ -149,7 +186,7 @@ class CauseFinder:
                     continue
                 found.append(self._cause(rule, attempt, anchor, hits))
         found.sort(key=lambda f: (-f.cause.score, -(f.cause.at or 0)))
-        return found
+        return _root_before_symptoms(found)
 
     def _cause(
         self, rule: Explanation, attempt: Attempt, anchor: int, hits: dict[str, list[Evidence]]
@@ -173,7 +210,7 @@ class CauseFinder:
             captures: dict[str, str] = {}
             for name in sorted(requirements[alias].signals & raised.keys()):
                 captures.update(raised[name])
-            values[alias] = _flatten(first, captures, anchor, len(records))
+            values[alias] = _flatten(first, captures, anchor, len(records), self.clock)
         root_at = hits[rule.root][0].ts
         # Closer root evidence ranks higher among equals: a minute counts for 1/1000 of a point.
         proximity = max(0.0, 1.0 - abs(anchor - root_at) / 3_600_000 / 24) / 10
@@ -197,3 +234,22 @@ class CauseFinder:
             collateral=rule.collateral,
         )
         return Found(cause, hits)
+
+
+_SKEW_MS = 15_000
+
+
+def _root_before_symptoms(found: list[Found]) -> list[Found]:
+    """A symptom (an NCCL timeout, a launcher's SIGTERM) never outranks a cause of its own that
+    came first in the same run: in one log, the error printed first is the root, whatever the
+    rules' priorities say about the errors that followed."""
+    if not found or not found[0].cause.collateral:
+        return found
+    symptom_at = found[0].cause.at
+    for position, candidate in enumerate(found):
+        cause = candidate.cause
+        if cause.collateral or cause.category == "unknown":
+            continue
+        if symptom_at is None or cause.at is None or cause.at <= symptom_at + _SKEW_MS:
+            return [candidate, *found[:position], *found[position + 1 :]]
+    return found

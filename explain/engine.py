@@ -21,7 +21,11 @@ __all__ = ["explain_experiment", "explain_scene"]
 def explain_experiment(
     index: SqliteIndex, rules: RuleSet, name: str, namespace: str | None = None
 ) -> Explanation:
-    return explain_scene(gather(index, name, namespace), rules)
+    from whyjob.explain.hardware import implicated
+
+    explanation = explain_scene(gather(index, name, namespace), rules)
+    explanation.implicated = implicated(index, explanation.experiment.name, explanation.attempts)
+    return explanation
 
 
 def _unexplained(attempt: Attempt) -> Cause:

@@ -244,6 +244,7 @@ class Explanation:
     missing: list[str]
     generated_at: int
     rules_version: str
+    implicated: list[Any] = field(default_factory=list)  # hardware.NodeRecord: the bad-node record
 
     def attempt(self, attempt_id: str) -> Attempt | None:
         return next((a for a in self.attempts if a.id == attempt_id), None)
@@ -261,5 +262,6 @@ class Explanation:
             "gpu_hours": self.gpu_hours.to_json(),
             "retry_helps": self.retry_helps.to_json(),
             "missing": self.missing,
+            "implicated": [record.to_json() for record in self.implicated],
             "timeline": [t.to_json() for t in self.timeline],
         }

@@ -7,7 +7,7 @@ is rejected with its line and reason and the parser carries on with the next one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,8 @@ class IngestOptions:
     boot_time: int | None = None
     fmt: str | None = None
     launchers: tuple[Launcher, ...] = DEFAULT_LAUNCHERS
+    # Extra log patterns by kind (checkpoint, progress, error): config `logs`.
+    log_markers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from whyjob.collector.ingest import aws, azure, dcgm, gce, kernel, podlogs
+from whyjob.collector.ingest import aws, azure, dcgm, gce, kernel, kubectl_text, podlogs
 from whyjob.collector.ingest.base import Context, Item, Rejected
 from whyjob.collector.ingest.k8s_events import parse_event
 from whyjob.collector.ingest.k8s_objects import parse_node, parse_pod
@@ -165,6 +165,30 @@ TEXT_FORMATS: tuple[TextFormat, ...] = (
         "dcgm-exporter scrape (Prometheus text)",
         dcgm.looks_like_prometheus_text,
         dcgm.parse_prometheus_text,
+    ),
+    TextFormat(
+        "kubectl.describe",
+        "kubectl describe pod",
+        kubectl_text.looks_like_describe_pod,
+        kubectl_text.parse_describe_pod,
+    ),
+    TextFormat(
+        "kubectl.events-table",
+        "kubectl get events (table)",
+        kubectl_text.looks_like_events_table,
+        kubectl_text.parse_events_table,
+    ),
+    TextFormat(
+        "kubectl.pods-table",
+        "kubectl get pods (table)",
+        kubectl_text.looks_like_pods_table,
+        kubectl_text.parse_pods_table,
+    ),
+    TextFormat(
+        "controller.log",
+        "aws-node-termination-handler, cluster-autoscaler or Karpenter logs",
+        kubectl_text.looks_like_controller_log,
+        kubectl_text.parse_controller_log,
     ),
     TextFormat(
         "kernel",

@@ -10,12 +10,13 @@ the diagnosis. Meaning is assigned later by the rules, not here.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from whyjob.core.evidence import Severity
 
-__all__ = ["Classified", "classify", "clean", "redact"]
+__all__ = ["Classified", "LineClassifier", "classify", "clean", "redact"]
 
 _ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
@@ -101,24 +102,58 @@ def _step(text: str) -> int | None:
     return int(match.group("step")) if match else None
 
 
+class LineClassifier:
+    """The built-in patterns plus a team's own (`logs.checkpoint|progress|error` in the config
+    file): extra checkpoint patterns mark a saved checkpoint, extra progress patterns a step,
+    and a named group `step` in either gives the step number."""
+
+    def __init__(self, extra: Mapping[str, Sequence[str]] | None = None) -> None:
+        extra = extra or {}
+        self._checkpoint = [re.compile(p) for p in extra.get("checkpoint", ())]
+        self._progress = [re.compile(p) for p in extra.get("progress", ())]
+        self._error = [re.compile(p) for p in extra.get("error", ())]
+
+    @staticmethod
+    def _named_step(match: re.Match[str], text: str) -> int | None:
+        step = match.groupdict().get("step")
+        return int(step) if step and step.isdigit() else _step(text)
+
+    def classify(self, text: str) -> Classified:
+        """The kind and severity of one cleaned log line."""
+        for pattern in self._checkpoint:
+            if found := pattern.search(text):
+                return Classified(
+                    "log.checkpoint", Severity.INFO, self._named_step(found, text), "saved"
+                )
+        if any(pattern.search(text) for pattern in self._error):
+            return Classified("log.error", Severity.ERROR)
+        if checkpoint := _CHECKPOINT.search(text):
+            verb = (checkpoint.group("verb") or checkpoint.group("after") or "save").lower()
+            if verb.startswith(("load", "restor", "resum")):
+                phase = "load"
+            elif verb.startswith(("saved", "written", "wrote", "is ready")) or checkpoint.group(
+                "lightning"
+            ):
+                phase = "saved"
+            else:
+                phase = "save"
+            if not _ERROR.search(text):
+                return Classified("log.checkpoint", Severity.INFO, _step(text), phase)
+        if _ERROR.search(text):
+            return Classified("log.error", Severity.ERROR)
+        for pattern in self._progress:
+            if found := pattern.search(text):
+                return Classified("log.progress", Severity.INFO, self._named_step(found, text))
+        if _PROGRESS.search(text):
+            return Classified("log.progress", Severity.INFO, _step(text))
+        if _WARNING.search(text):
+            return _WARN
+        return _LINE
+
+
+_DEFAULT = LineClassifier()
+
+
 def classify(text: str) -> Classified:
-    """The kind and severity of one cleaned log line."""
-    if checkpoint := _CHECKPOINT.search(text):
-        verb = (checkpoint.group("verb") or checkpoint.group("after") or "save").lower()
-        if verb.startswith(("load", "restor", "resum")):
-            phase = "load"
-        elif verb.startswith(("saved", "written", "wrote", "is ready")) or checkpoint.group(
-            "lightning"
-        ):
-            phase = "saved"
-        else:
-            phase = "save"
-        if not _ERROR.search(text):
-            return Classified("log.checkpoint", Severity.INFO, _step(text), phase)
-    if _ERROR.search(text):
-        return Classified("log.error", Severity.ERROR)
-    if _PROGRESS.search(text):
-        return Classified("log.progress", Severity.INFO, _step(text))
-    if _WARNING.search(text):
-        return _WARN
-    return _LINE
+    """The kind and severity of one cleaned log line, with the built-in patterns only."""
+    return _DEFAULT.classify(text)

@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from whyjob.collector.ingest.base import Context, Item, Rejected
-from whyjob.collector.ingest.loglines import classify, clean, redact
+from whyjob.collector.ingest.loglines import LineClassifier, clean, redact
 from whyjob.collector.ingest.tracebacks import Traceback, TracebackTracker
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Severity
@@ -109,6 +109,17 @@ def looks_like_docker_json(doc: Any) -> bool:
     return isinstance(doc, dict) and "log" in doc and "stream" in doc and "time" in doc
 
 
+_classifiers: dict[tuple[tuple[str, tuple[str, ...]], ...], LineClassifier] = {}
+
+
+def _classifier(ctx: Context) -> LineClassifier:
+    """One compiled classifier per set of configured patterns."""
+    key = tuple(sorted(ctx.options.log_markers.items()))
+    if key not in _classifiers:
+        _classifiers[key] = LineClassifier(ctx.options.log_markers)
+    return _classifiers[key]
+
+
 class _LogSink:
     """Turns (line, ts, text, stream) into records for one container run, and puts the
     tracebacks among those lines back together as `log.traceback` records."""
@@ -130,6 +141,7 @@ class _LogSink:
         self._dup = 0
         self._trackers: dict[str | None, TracebackTracker] = {}
         self._last_ts = 0
+        self._classify = _classifier(ctx).classify
 
     def records(self, line: int, ts: int, stamp: str, text: str, stream: str | None) -> list[Item]:
         if stamp == self._last_stamp:
@@ -138,7 +150,7 @@ class _LogSink:
             self._last_stamp, self._dup = stamp, 0
         self._last_ts = ts
         text = redact(clean(text))
-        verdict = classify(text)
+        verdict = self._classify(text)
         attrs: dict[str, Any] = {"seq": line}
         if stream:
             attrs["stream"] = stream

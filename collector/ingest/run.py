@@ -10,18 +10,15 @@ from __future__ import annotations
 import gc
 import gzip
 import os
-import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from whyjob.collector.ingest import formats, podlogs
+from whyjob.collector.ingest import detect, podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, Rejected
-from whyjob.collector.ingest.jsondocs import Damage, iter_json_docs
-from whyjob.collector.ingest.yamlload import yaml_documents
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import SqliteIndex
@@ -29,7 +26,6 @@ from whyjob.core.index import SqliteIndex
 __all__ = ["FileResult", "IngestSummary", "Ingestor"]
 
 _BATCH = 20_000
-_SNIFF_LINES = 20
 _BINARY_PROBE = 8192
 _QUARANTINE_LIMIT = 65536
 
@@ -84,52 +80,6 @@ def _binary_reason(data: bytes) -> str | None:
     if nul >= 0:
         return f"binary file (NUL byte at offset {nul}); not an export whyjob reads"
     return None
-
-
-def _decode_lines(data: bytes) -> tuple[list[tuple[int, str]], list[Rejected]]:
-    """Lines with their numbers; lines that are not UTF-8 are rejected, the rest kept."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    else:
-        return [
-            (number, line[:-1] if line.endswith("\r") else line)
-            for number, line in enumerate(text.lstrip("\ufeff").split("\n"), start=1)
-        ], []
-    lines: list[tuple[int, str]] = []
-    bad: list[Rejected] = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            bad.append(
-                Rejected(
-                    number,
-                    f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})",
-                    raw,
-                )
-            )
-            continue
-        lines.append((number, line[:-1] if line.endswith("\r") else line))
-    return lines, bad
-
-
-# dmesg lines start with "[" too: "[12345.678901] ..." and "[Sun Nov 22 15:03:43 2026] ...".
-_DMESG_START = re.compile(rb"^\[\s*\d+\.\d+\]|^\[[A-Z][a-z]{2} [A-Z][a-z]{2} ")
-
-
-def _looks_like_json(data: bytes) -> bool:
-    head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head[:1] in (b"{", b"[") and not _DMESG_START.match(head)
-
-
-def _looks_like_yaml(lines: list[tuple[int, str]]) -> bool:
-    for _, line in lines[:_SNIFF_LINES]:
-        if not line.strip() or line.startswith("#"):
-            continue
-        return line.startswith(("apiVersion:", "kind:", "---", "items:"))
-    return False
 
 
 class Ingestor:
@@ -208,7 +158,7 @@ class Ingestor:
             if not explicit:
                 return FileResult(origin, "-", skipped=reason)
             return self._whole_file_rejected(origin, reason, data)
-        fmt, items = self._route(ctx, data, explicit)
+        fmt, items = detect.read(ctx, data)
         result = FileResult(origin, fmt)
         if items is None:
             if explicit:
@@ -226,106 +176,6 @@ class Ingestor:
         ctx = Context(origin, self.options)
         self._reject(ctx, Rejected(None, reason, data[:4096]), "-")
         return FileResult(origin, "-", read=1, rejected=1)
-
-    # -- detection ---------------------------------------------------------------------------
-
-    def _route(
-        self, ctx: Context, data: bytes, explicit: bool
-    ) -> tuple[str, Iterator[Item] | None]:
-        """The format name and the parsed items, or (reason, None) when nothing reads it."""
-        forced = self.options.fmt
-        if (forced is None or forced in _JSON_NAMES | {formats.DOCKER_LOG}) and _looks_like_json(
-            data
-        ):
-            return self._route_json(ctx, data, forced)
-        lines, bad = _decode_lines(data)
-        if forced in _JSON_NAMES:
-            return f"not {forced}: the file is not JSON", None
-        if (forced is None and _looks_like_yaml(lines)) or forced == "k8s":
-            return "k8s", self._yaml_items(ctx, data, bad)
-        sniff = [line for _, line in lines if line.strip()][:_SNIFF_LINES]
-        if forced is None and not sniff and not bad:
-            return "empty file", None
-        for text_format in formats.TEXT_FORMATS:
-            if forced == text_format.name or (forced is None and text_format.matches(sniff)):
-                return text_format.name, _chain(bad, text_format.parse(ctx, lines))
-        if forced == formats.PLAIN_LOG.name or (
-            forced is None and (self.options.pod is not None or "pod" in ctx.path_hints)
-        ):
-            return formats.PLAIN_LOG.name, _chain(bad, formats.PLAIN_LOG.parse(ctx, lines))
-        if forced is not None:
-            return f"unknown format {forced!r} (see `whyjob ingest --help` for the list)", None
-        return (
-            "not a format whyjob recognises (attach a plain log to a pod with --pod, "
-            "or force a format with --format)",
-            None,
-        )
-
-    def _route_json(
-        self, ctx: Context, data: bytes, forced: str | None
-    ) -> tuple[str, Iterator[Item] | None]:
-        docs = iter_json_docs(data)
-        first: Any = None
-        pending: list[Any] = []
-        for doc in docs:
-            pending.append(doc)
-            if not isinstance(doc, Damage):
-                first = doc.value
-                break
-        if first is None:
-            if not pending:
-                return "empty file", None
-            # Nothing parsed at all: report the damage as the file's only records.
-            return "json", _damage_items(pending)
-        stream = _chain_docs(pending, docs)
-        if forced == formats.DOCKER_LOG or (
-            forced is None and podlogs.looks_like_docker_json(first)
-        ):
-            return formats.DOCKER_LOG, self._docker_items(ctx, stream)
-        for json_format in formats.JSON_FORMATS:
-            if forced == json_format.name or (forced is None and json_format.matches(first)):
-                return json_format.name, self._json_items(ctx, json_format, stream)
-        return "JSON, but not an export whyjob recognises", None
-
-    def _json_items(
-        self, ctx: Context, json_format: formats.JsonFormat, stream: Iterable[Any]
-    ) -> Iterator[Item]:
-        for doc in stream:
-            if isinstance(doc, Damage):
-                yield Rejected(doc.line, doc.reason, doc.body)
-            elif json_format.matches(doc.value):
-                yield from json_format.parse(ctx, doc.value, doc.line)
-            else:
-                yield Rejected(doc.line, f"document is not {json_format.description}")
-
-    def _docker_items(self, ctx: Context, stream: Iterable[Any]) -> Iterator[Item]:
-        damaged: list[Rejected] = []
-
-        def docs() -> Iterator[tuple[int, Any]]:
-            for doc in stream:
-                if isinstance(doc, Damage):
-                    damaged.append(Rejected(doc.line, doc.reason, doc.body))
-                else:
-                    yield doc.line, doc.value
-
-        yield from podlogs.parse_docker_json(ctx, docs())
-        yield from damaged
-
-    def _yaml_items(self, ctx: Context, data: bytes, bad: list[Rejected]) -> Iterator[Item]:
-        yield from bad
-        if bad:
-            # Undecodable bytes were rejected line by line; parse what is left.
-            data = b"\n".join(
-                b"" if number in {r.line for r in bad} else raw
-                for number, raw in enumerate(data.split(b"\n"), start=1)
-            )
-        for line, doc in yaml_documents(data.decode("utf-8", "replace")):
-            if isinstance(doc, Rejected):
-                yield doc
-            elif formats.JSON_FORMATS[0].matches(doc):
-                yield from formats.parse_k8s(ctx, doc, line)
-            elif doc is not None:
-                yield Rejected(line, "YAML document is not a Kubernetes object or List")
 
     # -- storing -----------------------------------------------------------------------------
 
@@ -373,24 +223,6 @@ class Ingestor:
         self.index.quarantine(where, item.reason, body, fmt)
         if self.on_reject:
             self.on_reject(where, item.reason)
-
-
-_JSON_NAMES = frozenset(f.name for f in formats.JSON_FORMATS)
-
-
-def _chain(first: Iterable[Item], second: Iterable[Item]) -> Iterator[Item]:
-    yield from first
-    yield from second
-
-
-def _chain_docs(pending: list[Any], rest: Iterable[Any]) -> Iterator[Any]:
-    yield from pending
-    yield from rest
-
-
-def _damage_items(damages: list[Any]) -> Iterator[Item]:
-    for damage in damages:
-        yield Rejected(damage.line, damage.reason, damage.body)
 
 
 def _merge_pod(old: PodRecord | None, new: PodRecord) -> PodRecord:

@@ -138,5 +138,10 @@ CREATE TABLE imports (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+_V2 = """
+-- Which pods ran on a node: the bad-node record looks across experiments.
+CREATE INDEX pods_node ON pods(node, last_seen) WHERE node IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)

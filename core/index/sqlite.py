@@ -443,9 +443,11 @@ class SqliteIndex:
         "deleted, phase, gpus, labels, last_seen"
     )
 
-    def _pods(self, where: str, params: Sequence[Any]) -> list[PodRecord]:
+    def _pods(
+        self, where: str, params: Sequence[Any], order: str = "created, name"
+    ) -> list[PodRecord]:
         rows = self._db.execute(
-            f"SELECT {self._POD_COLUMNS} FROM pods WHERE {where} ORDER BY created, name", params
+            f"SELECT {self._POD_COLUMNS} FROM pods WHERE {where} ORDER BY {order}", params
         )
         return [
             PodRecord(
@@ -477,6 +479,14 @@ class SqliteIndex:
         if namespace is None:
             return self._pods("name LIKE ? ESCAPE '\\'", (pattern,))
         return self._pods("name LIKE ? ESCAPE '\\' AND namespace = ?", (pattern, namespace))
+
+    def pods_on_node(self, node: str, t0: int, t1: int, limit: int = 500) -> list[PodRecord]:
+        """Pods seen on a node between t0 and t1, newest first."""
+        return self._pods(
+            "node = ? AND last_seen >= ? AND first_seen <= ?",
+            (node, t0, t1),
+            order=f"last_seen DESC LIMIT {int(limit)}",
+        )
 
     def pod_evidence(self, uids: Sequence[str], t0: int, t1: int) -> list[Evidence]:
         """Everything about these pods in [t0, t1] except plain log lines."""

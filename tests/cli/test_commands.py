@@ -128,3 +128,24 @@ def test_rules_list_lint_and_test(run: Run, tmp_path: Path) -> None:
     lint = run("rules", "lint", str(broken))
     assert lint.exit_code == 2
     assert f"{broken}:6: bad regex 'NCCL (WARN': missing ), unterminated subpattern" in lint.output
+
+
+def test_diagnose_reads_files_and_stdin_and_prints_json(run: Run, tmp_path: Path) -> None:
+    examples = Path(__file__).parents[2] / "docs" / "examples"
+    text = run("diagnose", str(examples / "xid-paste.txt"))
+    assert text.exit_code == 0, text.output
+    assert text.output.startswith("gpu.xid (proven) - ml-research/llama-ft-worker-2\n")
+    assert "\nEvidence\n" in text.output and "xid-paste.txt:37: NVRM: Xid" in text.output
+    piped = run("diagnose", "--json", "-", input=(examples / "dataloader-paste.txt").read_bytes())
+    document = json.loads(piped.output)
+    assert document["schema"] == "whyjob.diagnosis/v1"
+    assert (document["category"], document["grade"]) == ("container.oom_killed", "possible")
+    assert document["evidence"][0]["origin"] == "<stdin>:9"
+    assert not (tmp_path / "index.sqlite").exists()  # nothing is stored
+
+
+def test_diagnose_usage_errors(run: Run, tmp_path: Path) -> None:
+    missing = run("diagnose", str(tmp_path / "nope.txt"))
+    assert missing.exit_code == 2 and "nope.txt: No such file or directory" in missing.output
+    empty = run("diagnose", "-", input=b"\n\n")
+    assert empty.exit_code == 2 and "nothing to diagnose" in empty.output

@@ -193,6 +193,17 @@ def test_forced_format_and_unknown_json(ingest: Ingest, tmp_path: Path) -> None:
         ("[Torch] Checkpoint global_step1000 is ready now!", "log.checkpoint"),
         ("Epoch 3:  45%|████▌     | 450/1000 [01:02<01:16,  7.21it/s, loss=2.31]", "log.progress"),
         ("step 1200 | loss 2.31", "log.progress"),
+        # Checkpoint markers of the common trainers
+        ("Saving model checkpoint to /ckpt/run7/checkpoint-1200", "log.checkpoint"),  # HF Trainer
+        (
+            "Epoch 3, global step 1200: 'val_loss' reached 2.31 (best 2.31), saving model to '/ckpt/epoch=3-step=1200.ckpt' as top 1",
+            "log.checkpoint",
+        ),  # Lightning
+        (
+            "saving checkpoint at iteration    1000 to /ckpt in torch_dist format",
+            "log.checkpoint",
+        ),  # Megatron
+        ("Saved checkpoint to /ckpt/step_1200.pt", "log.checkpoint"),  # plain torch.save
         (
             " iteration  100/ 500000 | lm loss: 2.6E+00 | number of nan iterations:   0 |",
             "log.progress",
@@ -215,3 +226,22 @@ def test_cleaning_and_redaction() -> None:
     assert redact("Authorization: Bearer eyJhbGciOi.abc.def") == "Authorization: Bearer [REDACTED]"
     assert redact("password=[REDACTED]") == "password=[REDACTED]"
     assert redact("nothing secret here") == "nothing secret here"
+
+
+def test_configured_markers_extend_the_built_in_ones() -> None:
+    from whyjob.collector.ingest.loglines import LineClassifier
+
+    custom = LineClassifier(
+        {
+            "checkpoint": [r"ckpt-sync done for shard (?P<step>\d+)"],
+            "progress": [r"^tick (?P<step>\d+)"],
+            "error": ["PANIC"],
+        }
+    )
+    saved = custom.classify("ckpt-sync done for shard 42")
+    assert (saved.kind, saved.step, saved.phase) == ("log.checkpoint", 42, "saved")
+    assert (
+        custom.classify("tick 17").step == 17 and custom.classify("tick 17").kind == "log.progress"
+    )
+    assert custom.classify("PANIC in allocator").kind == "log.error"
+    assert classify("ckpt-sync done for shard 42").kind == "log.line"  # only where configured

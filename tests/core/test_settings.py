@@ -26,6 +26,8 @@ def test_config_file_then_environment(tmp_path: Path) -> None:
         "    - {name: Sweep, label: sweep.example.com/name, rank_labels: [sweep.example.com/trial]}\n"
         "rules:\n"
         "  paths: [my-rules]\n"
+        "logs:\n"
+        "  checkpoint: ['ckpt-sync done (?P<step>\\d+)']\n"
     )
     settings = load_settings(config, environ={"WHYJOB_CLUSTER": "gpu-west"})
     assert settings.index == Path("/srv/whyjob/index.sqlite")
@@ -35,6 +37,7 @@ def test_config_file_then_environment(tmp_path: Path) -> None:
         "sweep.example.com/name",
     ]
     assert settings.rule_paths == (tmp_path / "my-rules",)
+    assert settings.log_markers == {"checkpoint": ("ckpt-sync done (?P<step>\\d+)",)}
     assert load_settings(config, environ={"WHYJOB_INDEX": "/tmp/x.sqlite"}).index == Path(
         "/tmp/x.sqlite"
     )
@@ -48,6 +51,8 @@ def test_config_file_then_environment(tmp_path: Path) -> None:
         ("experiments:\n  launchers:\n    - {name: A}\n", "needs a name and a label"),
         ("index: [\n", "not valid YAML"),
         ("- a list\n", "top level must be a mapping"),
+        ("logs:\n  checkpoint: ['(unclosed']\n", "logs.checkpoint: bad regex"),
+        ("logs:\n  steps: [x]\n", "unknown key logs.steps"),
     ],
 )
 def test_bad_config_names_the_file_and_the_problem(tmp_path: Path, text: str, message: str) -> None:

@@ -1,0 +1,209 @@
+"""Stateless diagnosis of one pod from pasted evidence (`whyjob diagnose`).
+
+No index, no experiment: the records of one paste are placed around a single attempt's end,
+in the order they were pasted (a paste has no trustworthy clock: some lines carry times, most
+do not), and the same rules that explain experiments name the cause. When the best cause is a
+symptom another rank's failure produces (an NCCL timeout, a launcher's SIGTERM), the
+diagnosis says so and what to paste next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from whyjob.core.entities import PodRecord
+from whyjob.core.evidence import Evidence
+from whyjob.core.taxonomy import CATEGORIES
+from whyjob.explain.causes import CauseFinder, Clock, Found
+from whyjob.explain.gather import Scene
+from whyjob.explain.matching import Matcher
+from whyjob.explain.model import Attempt
+from whyjob.explain.ruleset import RuleSet
+
+__all__ = ["SCHEMA", "Diagnosis", "diagnose"]
+
+SCHEMA = "whyjob.diagnosis/v1"
+_END = 1_772_625_600_000  # a fixed, arbitrary end: a paste's own clocks are not trusted
+_SPACING = 10  # ms between consecutive pasted records
+_FAILED_STATES = ("OOMKilled", "Error", "ContainerStatusUnknown", "StartError")
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    category: str
+    grade: str
+    summary: str
+    evidence: list[dict[str, str]]
+    missing: list[str]
+    pod: str | None
+    alternatives: list[dict[str, Any]] = field(default_factory=list)
+    owner: str = "-"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "category": self.category,
+            "grade": self.grade,
+            "owner": self.owner,
+            "summary": self.summary,
+            "pod": self.pod,
+            "evidence": self.evidence,
+            "missing": self.missing,
+            "alternatives": self.alternatives,
+        }
+
+
+def _focus(pods: Sequence[PodRecord], records: Sequence[Evidence]) -> PodRecord | None:
+    """The pod to diagnose: the one with a failed or stuck container, else the one with most
+    records; pasted logs with no pod of their own belong to it."""
+    if not pods:
+        return None
+    trouble = {
+        ev.pod_uid
+        for ev in records
+        if ev.kind in ("container.waiting", "pod.status", "pod.unschedulable", "pod.disruption")
+        or (ev.kind == "container.terminated" and ev.attrs.get("exit_code") != 0)
+    }
+    counts: dict[str, int] = {}
+    for ev in records:
+        if ev.pod_uid:
+            counts[ev.pod_uid] = counts.get(ev.pod_uid, 0) + 1
+    return max(pods, key=lambda p: (p.uid in trouble, counts.get(p.uid, 0)))
+
+
+def _state(records: Sequence[Evidence]) -> tuple[str, int | None, str | None]:
+    terminated = [ev for ev in records if ev.kind == "container.terminated"]
+    if terminated:
+        last = terminated[-1]
+        return "terminated", last.attrs.get("exit_code"), last.attrs.get("reason")
+    waiting = [ev for ev in records if ev.kind == "container.waiting"]
+    if waiting:
+        return "waiting", None, waiting[-1].attrs.get("reason")
+    if any(ev.kind == "pod.unschedulable" for ev in records):
+        return "pending", None, "Unschedulable"
+    return "unknown", None, None
+
+
+def diagnose(
+    records: Sequence[Evidence],
+    pods: Sequence[PodRecord],
+    rules: RuleSet,
+    undated: int | None = None,
+) -> Diagnosis:
+    """Diagnose the pasted records; `undated` is the time readers gave lines that had none."""
+    real = [p for p in pods if p.namespace != "pasted"]
+    focus = _focus(real, records) or (pods[0] if pods else None)
+    uid = focus.uid if focus else "pasted"
+    namespace = focus.namespace if focus else "pasted"
+    name = focus.name if focus else "pasted-pod"
+    node = (focus.node if focus else None) or "pasted-node"
+    count = len(records)
+    placed: list[Evidence] = []
+    for number, ev in enumerate(records):
+        # Everything pasted is about the one pod and its node, in paste order.
+        moved = replace(ev, ts=_END - (count - number) * _SPACING, ts_end=None)
+        if ev.pod_uid is not None or ev.kind.startswith("log."):
+            if ev.pod_uid in (uid, None) or (ev.namespace == "pasted"):
+                # One paste, one run: the restart index a record names does not split it.
+                attrs = {k: v for k, v in ev.attrs.items() if k != "restart"}
+                moved = replace(moved, pod_uid=uid, namespace=namespace, pod=name, attrs=attrs)
+                if ev.namespace == "pasted":  # the stand-in's container is the pod's own
+                    moved = replace(moved, container=None)
+
+        elif ev.node is not None or ev.instance_id is not None:
+            moved = replace(moved, node=node, instance_id=None)
+        placed.append(moved)
+    pod_records = [ev for ev in placed if ev.pod_uid == uid]
+    state, exit_code, reason = _state(pod_records)
+    container = next((ev.container for ev in pod_records if ev.container), "main")
+    scene = Scene(
+        name=name,
+        namespace=namespace,
+        launcher=None,
+        recognised_by="paste",
+        pods=[focus] if focus else [],
+        t0=_END - 86_400_000,
+        t1=_END + 86_400_000,
+    )
+    for ev in placed:
+        if ev.pod_uid == uid:
+            scene.by_pod[uid].append(ev if ev.container else replace(ev, container=container))
+        elif ev.gpu_uuid:
+            scene.by_gpu[ev.gpu_uuid].append(ev)
+            scene.node_gpus[node].add(ev.gpu_uuid)
+        elif ev.node:
+            scene.by_node[node].append(ev)
+        elif ev.experiment:
+            scene.experiment_records.append(ev)
+    attempt = Attempt(
+        id="pasted", pod=name, pod_uid=uid, namespace=namespace, container=container, restart=0,
+        rank=focus.rank if focus else None, node=node, instance_id=None,
+        started_at=_END - (count + 1) * _SPACING, ended_at=_END, exit_code=exit_code, signal=None,
+        reason=reason, state=state,
+    )  # fmt: skip
+    shown = {ev.id: (ev.ts if ev.ts != undated else None) for ev in records}
+    ends = [ev for ev in pod_records if ev.kind == "container.terminated"]
+    clock = Clock(shown, shown.get(ends[-1].id) if ends else None)
+    matches = Matcher(rules).match_all(scene.all_records())
+    found = CauseFinder(rules, scene, matches, clock).find(attempt)
+    return _verdict(found, placed, records, focus, state, reason)
+
+
+def _verdict(
+    found: list[Found],
+    placed: list[Evidence],
+    original: Sequence[Evidence],
+    focus: PodRecord | None,
+    state: str,
+    reason: str | None,
+) -> Diagnosis:
+    origin_of = {moved.id: ev for moved, ev in zip(placed, original, strict=True)}
+    pod = f"{focus.namespace}/{focus.name}" if focus and focus.namespace != "pasted" else None
+    if not found:
+        what = f"the pod's state ({reason})" if reason else "the pasted text"
+        return Diagnosis(
+            "unknown",
+            "possible",
+            f"Nothing in {what} names a cause.",
+            [],
+            [
+                "no error, termination reason or node notice was found in the paste: add the container's log (kubectl logs --previous), kubectl describe pod, and the node's dmesg"
+            ],
+            pod,
+        )
+    best = found[0]
+    cause = best.cause
+    evidence = []
+    for hits in best.records.values():
+        for ev in hits[:3]:
+            source = origin_of.get(ev.id, ev)
+            evidence.append(
+                {"origin": source.origin or "-", "kind": source.kind, "text": source.message[:500]}
+            )
+    missing = list(cause.missing)
+    if cause.collateral:
+        missing.append(
+            "this is usually a symptom: another rank or node failed first. Paste the other ranks' logs "
+            "(or run `whyjob explain EXPERIMENT` on an index that holds them) to find the first domino"
+        )
+    return Diagnosis(
+        category=cause.category,
+        grade=cause.grade,
+        summary=cause.summary[0].upper() + cause.summary[1:],
+        evidence=evidence,
+        missing=missing,
+        pod=pod,
+        alternatives=[
+            {
+                "category": f.cause.category,
+                "grade": f.cause.grade,
+                "rule": f.cause.rule,
+                "summary": f.cause.summary,
+            }
+            for f in found[1:5]
+            if f.cause.category != cause.category
+        ],
+        owner=CATEGORIES[cause.category].owner,
+    )

@@ -1,0 +1,80 @@
+"""`whyjob diagnose`'s engine: one pod's cause from a paste, the root rather than the last line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from whyjob.collector.ingest.base import IngestOptions
+from whyjob.collector.ingest.paste import read_paste
+from whyjob.core.entities import PodRecord
+from whyjob.core.evidence import Evidence
+from whyjob.explain.diagnosis import Diagnosis, diagnose
+from whyjob.explain.ruleset import RuleSet, load_rules
+
+EXAMPLES = Path(__file__).parents[2] / "docs" / "examples"
+NOW = 1_795_400_000_000
+
+
+@pytest.fixture(scope="module")
+def rules() -> RuleSet:
+    return load_rules([])
+
+
+def _diagnose(text: str, rules: RuleSet) -> Diagnosis:
+    items = list(read_paste("paste.txt", text.encode(), IngestOptions(at=NOW)))
+    records = [item for item in items if isinstance(item, Evidence)]
+    pods = [item for item in items if isinstance(item, PodRecord)]
+    return diagnose(records, pods, rules, undated=NOW)
+
+
+def test_the_xid_that_broke_cuda_is_proven_and_shown_at_its_own_time(rules: RuleSet) -> None:
+    found = _diagnose((EXAMPLES / "xid-paste.txt").read_text(), rules)
+    assert (found.category, found.grade) == ("gpu.xid", "proven")
+    assert found.pod == "ml-research/llama-ft-worker-2"
+    # Matching ran in paste order; the summary still shows the line's own clock.
+    assert "failed at 2026-11-22T03:19:29Z" in found.summary
+    origins = [ev["origin"] for ev in found.evidence]
+    assert origins[0] == "paste.txt:37" and "paste.txt:32" in origins
+    assert [alt["category"] for alt in found.alternatives] == ["app.nccl_timeout"]
+
+
+CASCADE = """\
+[rank3]: Traceback (most recent call last):
+[rank3]:   File "/workspace/train.py", line 214, in <module>
+[rank3]:     loss = model(batch)
+[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 19.68 GiB. GPU 3 has a total capacity of 79.15 GiB of which 11.88 GiB is free.
+[rank0]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.
+E0813 08:21:22.980000 1245483 torch/distributed/elastic/multiprocessing/api.py:984] failed (exitcode: -6) local_rank: 0 (pid: 1246013) of binary: /usr/bin/python3
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+"""
+
+
+def test_the_first_error_is_the_root_not_the_last_one_printed(rules: RuleSet) -> None:
+    found = _diagnose(CASCADE, rules)
+    assert found.category == "app.cuda_oom"
+    assert "Tried to allocate 19.68 GiB" in found.summary
+
+
+def test_a_symptom_alone_says_it_is_one_and_what_to_paste_next(rules: RuleSet) -> None:
+    found = _diagnose(CASCADE.splitlines()[4] + "\n", rules)
+    assert found.category == "app.nccl_timeout"
+    assert any("another rank or node failed first" in note for note in found.missing)
+
+
+def test_a_dataloader_worker_killed_as_the_node_ran_out_of_memory(rules: RuleSet) -> None:
+    alone = (EXAMPLES / "dataloader-paste.txt").read_text()
+    assert (_diagnose(alone, rules).category, _diagnose(alone, rules).grade) == (
+        "container.oom_killed",
+        "possible",
+    )
+    kernel = "[Sat Nov 21 23:41:02 2026] Out of memory: Killed process 4187 (pt_data_worker) total-vm:81231200kB, anon-rss:60345312kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:118544kB oom_score_adj:0\n"
+    found = _diagnose(alone + kernel, rules)
+    assert (found.category, found.grade) == ("container.oom_killed", "likely")
+
+
+def test_nothing_recognisable_is_unknown_and_says_what_is_missing(rules: RuleSet) -> None:
+    found = _diagnose("step 1200 | loss 2.31 | lr 3e-4\nstep 1210 | loss 2.30\n", rules)
+    assert (found.category, found.grade) == ("unknown", "possible")
+    assert found.missing and "kubectl logs --previous" in found.missing[0]
