@@ -50,6 +50,7 @@ class Run:
     last_log: int | None = None
     last_step: int | None = None
     checkpoint_step: int | None = None
+    end_record: str | None = None
     evidence: list[Evidence] = field(default_factory=list)
 
 
@@ -78,6 +79,7 @@ def _runs_for(container: str, records: list[Evidence]) -> dict[int, Run]:
             run.signal = ev.attrs.get("signal")
             run.reason = ev.attrs.get("reason")
             run.state = "terminated"
+            run.end_record = ev.public_id
         elif ev.kind == "container.running" and restart is not None:
             run = runs.setdefault(restart, Run(restart))
             run.started = run.started or ev.ts
@@ -181,6 +183,7 @@ def _attempt(scene: Scene, uid: str, container: str, run: Run, node: str | None)
         last_step=run.last_step,
         last_checkpoint_step=run.checkpoint_step,
         gpus=pod.gpus,
+        end_evidence=run.end_record,
     )
 
 

@@ -102,6 +102,8 @@ def _mark_collateral(attempt: Attempt, cause: Cause | None, root: Attempt, root_
 def build_chain(root: Attempt, found: Found | None, attempts: Iterable[Attempt]) -> list[ChainStep]:
     """Root evidence -> what it set off -> the root attempt's end -> the collateral ranks."""
     steps: list[ChainStep] = []
+    after: list[ChainStep] = []
+    ended = [root.end_evidence] if root.end_evidence else root.evidence[:3]
     if found is not None:
         records: dict[int, Evidence] = {}
         for hits in found.records.values():
@@ -110,16 +112,21 @@ def build_chain(root: Attempt, found: Found | None, attempts: Iterable[Attempt])
         ordered = sorted(records.values(), key=lambda ev: ev.ts)
         for number, ev in enumerate(ordered):
             if ev.kind == "container.terminated" and ev.pod_uid == root.pod_uid:
+                ended = [ev.public_id]
                 continue
-            steps.append(
+            # A record seen only after the run ended (a DCGM counter scraped later, a
+            # reason event) backs the cause up; it did not lead to the end.
+            late = number > 0 and root.ended_at is not None and ev.ts > root.ended_at + _SKEW_MS
+            (after if late else steps).append(
                 ChainStep(
                     at=ev.ts,
-                    role="root" if number == 0 else "intermediate",
+                    role="corroborates" if late else ("root" if number == 0 else "intermediate"),
                     summary=ev.message,
                     evidence=[ev.public_id],
                     attempt=root.id,
                 )
             )
+    end = len(steps)
     steps.append(
         ChainStep(
             at=root.ended_at,
@@ -127,7 +134,7 @@ def build_chain(root: Attempt, found: Found | None, attempts: Iterable[Attempt])
             summary=f"{_rank_name(root)} ({root.pod}) ended"
             + (f" with exit code {root.exit_code}" if root.exit_code is not None else "")
             + (f" ({root.reason})" if root.reason and root.reason not in ("Error",) else ""),
-            evidence=root.evidence[:3],
+            evidence=ended,
             attempt=root.id,
         )
     )
@@ -148,4 +155,4 @@ def build_chain(root: Attempt, found: Found | None, attempts: Iterable[Attempt])
         )
     else:
         steps[-1].role = "effect" if len(steps) > 1 else "root"
-    return steps
+    return [*steps[: end + 1], *after, *steps[end + 1 :]]

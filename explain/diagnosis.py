@@ -9,12 +9,14 @@ diagnosis says so and what to paste next.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Evidence
+from whyjob.core.standins import PASTED_NAMESPACE, PASTED_NODE, PASTED_POD
 from whyjob.core.taxonomy import CATEGORIES
 from whyjob.explain.causes import CauseFinder, Clock, Found
 from whyjob.explain.gather import Scene
@@ -63,7 +65,14 @@ def _focus(pods: Sequence[PodRecord], records: Sequence[Evidence]) -> PodRecord 
     trouble = {
         ev.pod_uid
         for ev in records
-        if ev.kind in ("container.waiting", "pod.status", "pod.unschedulable", "pod.disruption")
+        if ev.kind
+        in (
+            "container.waiting",
+            "pod.status",
+            "pod.unschedulable",
+            "pod.disruption",
+            "pod.deleting",
+        )
         or (ev.kind == "container.terminated" and ev.attrs.get("exit_code") != 0)
     }
     counts: dict[str, int] = {}
@@ -86,6 +95,34 @@ def _state(records: Sequence[Evidence]) -> tuple[str, int | None, str | None]:
     return "unknown", None, None
 
 
+def _named_pods(pods: Sequence[PodRecord], records: Sequence[Evidence]) -> list[PodRecord]:
+    """The pods the paste shows: its pod documents, else the pods its events and lines name."""
+    known = {p.uid: p for p in pods if p.namespace != PASTED_NAMESPACE}
+    for ev in records:
+        if (
+            ev.pod_uid
+            and ev.pod
+            and ev.namespace not in (None, PASTED_NAMESPACE)
+            and ev.pod_uid not in known
+        ):
+            known[ev.pod_uid] = PodRecord(ev.pod_uid, ev.namespace or "default", ev.pod, ev.ts)
+    return list(known.values())
+
+
+def _node_named(records: Sequence[Evidence], pod_uid: str) -> str | None:
+    """The node the paste ties to the pod, else the one its node-level lines name most."""
+    for ev in records:
+        if ev.pod_uid == pod_uid and ev.node and ev.node != PASTED_NODE:
+            return ev.node
+    counts = Counter(ev.node for ev in records if ev.node and ev.node != PASTED_NODE)
+    return counts.most_common(1)[0][0] if len(counts) == 1 else None
+
+
+def _same_node(a: str, b: str) -> bool:
+    """A journal's host name is the node's first label (`ip-10-0-1-2` of `ip-10-0-1-2.ec2.internal`)."""
+    return a == b or a.split(".", 1)[0] == b.split(".", 1)[0]
+
+
 def diagnose(
     records: Sequence[Evidence],
     pods: Sequence[PodRecord],
@@ -93,26 +130,35 @@ def diagnose(
     undated: int | None = None,
 ) -> Diagnosis:
     """Diagnose the pasted records; `undated` is the time readers gave lines that had none."""
-    real = [p for p in pods if p.namespace != "pasted"]
-    focus = _focus(real, records) or (pods[0] if pods else None)
-    uid = focus.uid if focus else "pasted"
-    namespace = focus.namespace if focus else "pasted"
-    name = focus.name if focus else "pasted-pod"
-    node = (focus.node if focus else None) or "pasted-node"
+    named = _named_pods(pods, records)
+    known = {p.uid for p in named}
+    focus = _focus(named, records) or (pods[0] if pods else None)
+    uid = focus.uid if focus else PASTED_NAMESPACE
+    namespace = focus.namespace if focus else PASTED_NAMESPACE
+    name = focus.name if focus else PASTED_POD
+    node = (focus.node if focus else None) or _node_named(records, uid) or PASTED_NODE
     count = len(records)
     placed: list[Evidence] = []
     for number, ev in enumerate(records):
         # Everything pasted is about the one pod and its node, in paste order.
         moved = replace(ev, ts=_END - (count - number) * _SPACING, ts_end=None)
         if ev.pod_uid is not None or ev.kind.startswith("log."):
-            if ev.pod_uid in (uid, None) or (ev.namespace == "pasted"):
+            # A pod the paste does not otherwise show (a uid in a kernel line's cgroup path) is
+            # the one pasted about.
+            if (
+                ev.pod_uid in (uid, None)
+                or ev.namespace == PASTED_NAMESPACE
+                or ev.pod_uid not in known
+            ):
                 # One paste, one run: the restart index a record names does not split it.
                 attrs = {k: v for k, v in ev.attrs.items() if k != "restart"}
                 moved = replace(moved, pod_uid=uid, namespace=namespace, pod=name, attrs=attrs)
-                if ev.namespace == "pasted":  # the stand-in's container is the pod's own
+                if ev.namespace == PASTED_NAMESPACE:  # the stand-in's container is the pod's own
                     moved = replace(moved, container=None)
 
-        elif ev.node is not None or ev.instance_id is not None:
+        elif ev.node in (None, PASTED_NODE) or node == PASTED_NODE or _same_node(ev.node, node):
+            # The pod's node, or a line that does not say which node (dmesg, an instance id);
+            # a record that names another node is about that node and stays there.
             moved = replace(moved, node=node, instance_id=None)
         placed.append(moved)
     pod_records = [ev for ev in placed if ev.pod_uid == uid]
@@ -130,11 +176,13 @@ def diagnose(
     for ev in placed:
         if ev.pod_uid == uid:
             scene.by_pod[uid].append(ev if ev.container else replace(ev, container=container))
+        elif ev.pod_uid is not None:
+            continue  # another pod's: not this pod's story
         elif ev.gpu_uuid:
             scene.by_gpu[ev.gpu_uuid].append(ev)
-            scene.node_gpus[node].add(ev.gpu_uuid)
+            scene.node_gpus[ev.node or node].add(ev.gpu_uuid)
         elif ev.node:
-            scene.by_node[node].append(ev)
+            scene.by_node[ev.node].append(ev)
         elif ev.experiment:
             scene.experiment_records.append(ev)
     attempt = Attempt(
@@ -151,6 +199,13 @@ def diagnose(
     return _verdict(found, placed, records, focus, state, reason)
 
 
+def _readable(text: str) -> str:
+    """Summaries speak of the pod's node, not of the stand-in name the paste reader gave it."""
+    return text.replace(f"node {PASTED_NODE}", "the pod's node").replace(
+        PASTED_NODE, "the pod's node"
+    )
+
+
 def _verdict(
     found: list[Found],
     placed: list[Evidence],
@@ -160,7 +215,9 @@ def _verdict(
     reason: str | None,
 ) -> Diagnosis:
     origin_of = {moved.id: ev for moved, ev in zip(placed, original, strict=True)}
-    pod = f"{focus.namespace}/{focus.name}" if focus and focus.namespace != "pasted" else None
+    pod = (
+        f"{focus.namespace}/{focus.name}" if focus and focus.namespace != PASTED_NAMESPACE else None
+    )
     if not found:
         what = f"the pod's state ({reason})" if reason else "the pasted text"
         return Diagnosis(
@@ -183,24 +240,25 @@ def _verdict(
                 {"origin": source.origin or "-", "kind": source.kind, "text": source.message[:500]}
             )
     missing = list(cause.missing)
-    if cause.collateral:
+    if cause.collateral and not cause.category.startswith("node."):
         missing.append(
             "this is usually a symptom: another rank or node failed first. Paste the other ranks' logs "
             "(or run `whyjob explain EXPERIMENT` on an index that holds them) to find the first domino"
         )
+    summary = _readable(cause.summary)
     return Diagnosis(
         category=cause.category,
         grade=cause.grade,
-        summary=cause.summary[0].upper() + cause.summary[1:],
+        summary=summary[0].upper() + summary[1:],
         evidence=evidence,
-        missing=missing,
+        missing=[_readable(note) for note in missing],
         pod=pod,
         alternatives=[
             {
                 "category": f.cause.category,
                 "grade": f.cause.grade,
                 "rule": f.cause.rule,
-                "summary": f.cause.summary,
+                "summary": _readable(f.cause.summary),
             }
             for f in found[1:5]
             if f.cause.category != cause.category

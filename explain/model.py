@@ -81,6 +81,7 @@ class Attempt:
     last_step: int | None = None
     last_checkpoint_step: int | None = None
     gpus: int | None = None
+    end_evidence: str | None = None  # the record that says how the run ended
 
     @property
     def failed(self) -> bool:
@@ -114,6 +115,7 @@ class Attempt:
             "last_step": self.last_step,
             "last_checkpoint_step": self.last_checkpoint_step,
             "gpus": self.gpus,
+            "end_evidence": self.end_evidence,
         }
 
 
@@ -122,7 +124,7 @@ class ChainStep:
     """One link of the causal chain, root first."""
 
     at: int | None
-    role: str  # root | intermediate | effect
+    role: str  # root | intermediate | effect | corroborates
     summary: str
     evidence: list[str] = field(default_factory=list)
     attempt: str | None = None

@@ -322,7 +322,10 @@ def _requirement(f: _File, node: Located, lists: Mapping[str, list[Any]]) -> Req
     if isinstance(signal_node.value, str) and signal_node.value.startswith("$"):
         names = [str(n) for n in _resolve_list(f, signal_node, lists)]
     elif isinstance(signal_node.value, list):
-        names = [f.text(n, "signal") for n in signal_node.value]
+        names = []
+        for item in signal_node.value:
+            name = f.text(item, "signal")
+            names.extend(_resolve_list(f, item, lists) if name.startswith("$") else [name])
     else:
         names = [f.text(signal_node, "signal")]
     if not names:

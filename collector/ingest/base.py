@@ -92,6 +92,7 @@ class Context:
     # What a parser learns from earlier documents of the same file (a JSON format is parsed one
     # document at a time), keyed by the parser's name.
     memory: dict[str, Any] = field(default_factory=dict)
+    line_offset: int = 0  # where a block cut out of a larger paste starts in it
 
     @property
     def node_hint(self) -> str | None:
@@ -100,7 +101,7 @@ class Context:
         return self.options.node or self.path_hints.get("node")
 
     def where(self, line: int | None) -> str:
-        return f"{self.origin}:{line}" if line is not None else self.origin
+        return f"{self.origin}:{line + self.line_offset}" if line is not None else self.origin
 
     def evidence(
         self,

@@ -18,23 +18,35 @@ from typing import Any, Final
 
 import orjson
 
+from whyjob.collector.ingest import gce
 from whyjob.collector.ingest.base import Context, Item, Rejected
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Severity
 from whyjob.core.experiments import recognise
+from whyjob.core.standins import standin_uid
 from whyjob.core.timeutil import parse_ts
 
 __all__ = [
     "looks_like_controller_log",
+    "looks_like_describe_fragment",
+    "looks_like_describe_node",
     "looks_like_describe_pod",
+    "looks_like_event_row",
     "looks_like_events_table",
+    "looks_like_gcloud_operations_table",
+    "looks_like_nodes_table",
     "looks_like_pods_table",
+    "namespace_hint",
     "parse_controller_log",
+    "parse_describe_fragment",
+    "parse_describe_node",
     "parse_describe_pod",
+    "parse_event_rows",
     "parse_events_table",
+    "parse_gcloud_operations_table",
+    "parse_nodes_table",
     "parse_pods_table",
     "relative_ms",
-    "standin_uid",
 ]
 
 Lines = Iterable[tuple[int, str]]
@@ -47,6 +59,7 @@ _TABLE_EVENTS: Final = re.compile(
     r"^(NAMESPACE\s+)?LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+(SUBOBJECT\s+)?(SOURCE\s+)?MESSAGE"
 )
 _TABLE_PODS: Final = re.compile(r"^(NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE")
+_TABLE_NODES: Final = re.compile(r"^NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION")
 _WAITING: Final = frozenset(
     {
         "CrashLoopBackOff",
@@ -71,9 +84,10 @@ _TERMINATED: Final = frozenset(
 )
 
 
-def standin_uid(namespace: str, name: str) -> str:
-    """A stable id for a pod shown without its uid (describe output, tables)."""
-    return f"pasted:{namespace}/{name}"
+def namespace_hint(ctx: Context) -> str:
+    """The namespace a paste's `kubectl ... -n NAMESPACE` named, for tables that omit it."""
+    hint = ctx.memory.get("namespace")
+    return hint if isinstance(hint, str) else "default"
 
 
 def relative_ms(age: str) -> int | None:
@@ -89,8 +103,8 @@ def _now(ctx: Context) -> int:
 
 
 def _ts(value: str | None) -> int | None:
-    if not value or value in ("<none>", "<unknown>"):
-        return None
+    if not value or value in ("<none>", "<unknown>") or " 0001 " in value:
+        return None  # Go's zero time ("Mon, 01 Jan 0001 ...") means never
     try:
         return parse_ts(value)
     except ValueError:
@@ -216,11 +230,17 @@ def _describe_block(ctx: Context, block: list[tuple[int, str]]) -> Iterator[Item
             message=f"Pod {reason}: {top.get('Message', '')}".strip(), severity=Severity.WARNING,
             attrs={"reason": reason, "message": top.get("Message"), "phase": top.get("Status")}, **fields, **common,
         )  # fmt: skip
+    # describe shows no condition or waiting messages; its events say what they would have.
+    said: dict[str, str] = {}
+    for _, (kind, reason, _age, _source, message) in events:
+        if kind == "Warning" and len(message) > len(said.get(reason, "")):
+            said[reason] = message  # the most telling: "Failed to pull image ...", not "Error: ..."
     if conditions.get("PodScheduled") == "False":
         yield ctx.evidence(
             native_id=uid, version="unschedulable", ts=now, kind="pod.unschedulable",
             message="PodScheduled: False", severity=Severity.WARNING,
-            attrs={"condition": "PodScheduled", "reason": "Unschedulable"}, **fields, **common,
+            attrs={"condition": "PodScheduled", "reason": "Unschedulable", "message": said.get("FailedScheduling")},
+            **fields, **common,
         )  # fmt: skip
     if conditions.get("DisruptionTarget") == "True":
         yield ctx.evidence(
@@ -229,6 +249,9 @@ def _describe_block(ctx: Context, block: list[tuple[int, str]]) -> Iterator[Item
             attrs={"condition": "DisruptionTarget", "reason": None}, **fields, **common,
         )  # fmt: skip
     for cname, parts in containers.items():
+        for which in ("State", "Last State"):
+            if which in parts and "Message" not in parts[which] and "Failed" in said:
+                parts[which]["Message"] = said["Failed"]
         yield from _describe_container(ctx, cname, parts, now, common, first)
     for number, (kind, reason, age, source, message) in events:
         yield _event(
@@ -338,11 +361,182 @@ def _event(
     )
 
 
+# -- what `kubectl describe pod ... | grep` keeps -----------------------------------------------
+
+_FRAGMENT_KEYS: Final = frozenset(
+    {"Node", "State", "Last State", "Reason", "Exit Code", "Started", "Finished", "Restart Count"}
+)
+
+
+def looks_like_describe_fragment(line: str) -> bool:
+    match = _KEY.match(line)
+    return bool(match and match.group("key") in _FRAGMENT_KEYS)
+
+
+def parse_describe_fragment(ctx: Context, lines: Lines, pod: tuple[str, str]) -> Iterator[Item]:
+    """Lines a filter kept from `kubectl describe pod`: the termination they show."""
+    namespace, name = pod
+    values: dict[str, str] = {}
+    first = None
+    for number, text in lines:
+        if match := _KEY.match(text):
+            values.setdefault(match.group("key"), match.group("value").strip())
+            first = first or number
+    try:
+        exit_code = int(values.get("Exit Code", ""))
+    except ValueError:
+        return
+    uid = standin_uid(namespace, name)
+    node = (values.get("Node") or "").split("/")[0] or None
+    finished = _ts(values.get("Finished")) or _now(ctx)
+    yield ctx.evidence(
+        source="kubectl.describe", native_id=f"{uid}/fragment", version="terminated", ts=finished,
+        kind="container.terminated", line=first,
+        message=f"Container terminated: {values.get('Reason', '?')}, exit code {exit_code}",
+        severity=Severity.INFO if exit_code == 0 else Severity.ERROR,
+        namespace=namespace, pod=name, pod_uid=uid, node=node,
+        attrs={"exit_code": exit_code, "reason": values.get("Reason"), "started_at": _ts(values.get("Started")), "finished_at": finished},
+    )  # fmt: skip
+
+
+# -- kubectl describe node (whole, or the part a `sed`/`grep` kept) ------------------------------
+
+_NODE_CONDITION_ROW: Final = re.compile(
+    r"^\s+(?P<type>[A-Z]\w+)\s+(?P<status>True|False|Unknown)\s+(?P<heartbeat>\S.*?\d{4}(?: [+-]\d{4}| \w+)?)\s{2,}(?P<transition>\S.*?\d{4}(?: [+-]\d{4}| \w+)?)\s{2,}(?P<reason>\S+)\s+(?P<message>.*)$"
+)
+_TAINT: Final = re.compile(
+    r"^(?:Taints:)?\s+(?P<key>[\w./-]+)(?:=(?P<value>[^:\s]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)\s*$"
+)
+
+
+def looks_like_describe_node(first_lines: list[str]) -> bool:
+    """`kubectl describe node`: its Taints or Conditions section (with or without the rest)."""
+    head = first_lines[0] if first_lines else ""
+    return head.startswith("Taints:") or (
+        head.startswith("Conditions:")
+        and any(_NODE_CONDITION_ROW.match(line) for line in first_lines[1:5])
+    )
+
+
+def parse_describe_node(ctx: Context, lines: Lines, node: str | None) -> Iterator[Item]:
+    """Taints and conditions of the node `node` (from a `Name:` line, else the command line)."""
+    now = _now(ctx)
+    for number, text in lines:
+        if text.startswith("Name:") and not node:
+            node = text.split(":", 1)[1].strip() or None
+        if node is None:
+            continue
+        if taint := _TAINT.match(text):
+            key, effect = taint["key"], taint["effect"]
+            yield ctx.evidence(
+                source="kubectl.describe", native_id=node, version=f"taint/{key}/{effect}", ts=now,
+                kind="node.taint", message=f"Node tainted {key}:{effect}", severity=Severity.NOTICE,
+                node=node, attrs={"key": key, "value": taint["value"], "effect": effect}, line=number,
+            )  # fmt: skip
+        elif row := _NODE_CONDITION_ROW.match(text):
+            kind, status = row["type"], row["status"]
+            healthy = (status == "True") == (kind == "Ready")
+            yield ctx.evidence(
+                source="kubectl.describe", native_id=node, version=f"condition/{kind}/{status}",
+                ts=_ts(row["transition"]) or now, kind="node.condition",
+                message=f"Node condition {kind}={status} ({row['reason']}): {row['message']}",
+                severity=Severity.INFO if healthy else Severity.WARNING, node=node,
+                attrs={"condition": kind, "status": status, "reason": row["reason"], "message": row["message"]},
+                line=number,
+            )  # fmt: skip
+
+
 # -- kubectl get events / pods tables --------------------------------------------------------
+
+
+# Event rows cut from their header (`| grep`, `| tail`, an `Events:` block pasted alone):
+# describe's "Type Reason Age From Message" and the table's "LAST SEEN TYPE REASON OBJECT MESSAGE".
+_DESCRIBE_EVENT_ROW: Final = re.compile(
+    r"^\s*(?P<type>Normal|Warning)\s+(?P<reason>[A-Z]\w+)\s+(?P<age>[\w<>]+(?: \(x\d+ over \w+\))?)\s{2,}(?P<source>\S+(?:, \S+)?)\s{2,}(?P<message>\S.*)$"
+)
+_TABLE_EVENT_ROW: Final = re.compile(
+    r"^(?:(?P<namespace>[a-z0-9][-a-z0-9]*)\s{2,})?(?P<age>[\w<>]+(?: \(x\d+ over \w+\))?)\s{2,}(?P<type>Normal|Warning)\s{2,}(?P<reason>[A-Z]\w+)\s{2,}(?P<object>\w+/\S+)\s{2,}(?P<message>\S.*)$"
+)
+
+
+def looks_like_event_row(line: str) -> bool:
+    return bool(_DESCRIBE_EVENT_ROW.match(line) or _TABLE_EVENT_ROW.match(line))
+
+
+def parse_event_rows(
+    ctx: Context, lines: Lines, pod: tuple[str, str] | None, node: str | None = None
+) -> Iterator[Item]:
+    """Event rows without their header; describe-style rows are about `pod` (namespace, name),
+    the one the paste's command named, when the rows do not say."""
+    now = _now(ctx)
+    for number, text in lines:
+        if match := _TABLE_EVENT_ROW.match(text):
+            object_kind, _, name = match["object"].partition("/")
+            object_kind = {"pod": "Pod", "node": "Node"}.get(
+                object_kind.lower(), object_kind.title()
+            )
+            namespace = match["namespace"] or namespace_hint(ctx)
+            uid = standin_uid(namespace, name) if object_kind == "Pod" else None
+            yield _event(ctx, now, number, namespace, object_kind, name, uid, None,
+                         match["type"], match["reason"], match["age"], "", match["message"])  # fmt: skip
+        elif match := _DESCRIBE_EVENT_ROW.match(text):
+            namespace, name = pod or (namespace_hint(ctx), None)
+            uid = standin_uid(namespace, name) if name else None
+            yield _event(ctx, now, number, namespace, "Pod", name, uid, node, match["type"],
+                         match["reason"], match["age"], match["source"], match["message"])  # fmt: skip
 
 
 def looks_like_events_table(first_lines: list[str]) -> bool:
     return bool(first_lines) and bool(_TABLE_EVENTS.match(first_lines[0]))
+
+
+def looks_like_nodes_table(first_lines: list[str]) -> bool:
+    return bool(first_lines) and bool(_TABLE_NODES.match(first_lines[0]))
+
+
+def parse_nodes_table(ctx: Context, lines: Lines) -> Iterator[Item]:
+    """`kubectl get nodes`: a node NotReady or cordoned (SchedulingDisabled) when it was run."""
+    now = _now(ctx)
+    for number, row in _table(lines, _TABLE_NODES):
+        name, status = row.get("NAME", ""), row.get("STATUS", "").split(",")
+        if not name:
+            continue
+        if "NotReady" in status or "Unknown" in status:
+            yield ctx.evidence(
+                source="kubectl.nodes", native_id=name, version="NotReady", ts=now,
+                kind="node.condition", message=f"Node {name} NotReady (kubectl get nodes)",
+                severity=Severity.WARNING, node=name, line=number,
+                attrs={"condition": "Ready", "status": "Unknown", "reason": "NotReady", "message": None},
+            )  # fmt: skip
+        if "SchedulingDisabled" in status:
+            yield ctx.evidence(
+                source="kubectl.nodes", native_id=name, version="cordoned", ts=now,
+                kind="node.taint", message=f"Node {name} cordoned (SchedulingDisabled)",
+                severity=Severity.NOTICE, node=name, line=number,
+                attrs={"key": "node.kubernetes.io/unschedulable", "value": None, "effect": "NoSchedule"},
+            )  # fmt: skip
+
+
+_TABLE_GCLOUD_OPERATIONS: Final = re.compile(
+    r"^NAME\s+TYPE\s+TARGET\s+HTTP_STATUS\s+STATUS\s+TIMESTAMP"
+)
+
+
+def looks_like_gcloud_operations_table(first_lines: list[str]) -> bool:
+    return bool(first_lines) and bool(_TABLE_GCLOUD_OPERATIONS.match(first_lines[0]))
+
+
+def parse_gcloud_operations_table(ctx: Context, lines: Lines) -> Iterator[Item]:
+    """`gcloud compute operations list` as a table: each row as the operation it lists."""
+    for number, row in _table(lines, _TABLE_GCLOUD_OPERATIONS):
+        operation = {
+            "name": row.get("NAME"),
+            "operationType": row.get("TYPE"),
+            "targetLink": row.get("TARGET"),
+            "status": row.get("STATUS"),
+            "insertTime": row.get("TIMESTAMP"),
+        }
+        yield from gce.parse_operations(ctx, operation, number)
 
 
 def looks_like_pods_table(first_lines: list[str]) -> bool:
@@ -359,7 +553,11 @@ def _table(lines: Lines, header_pattern: re.Pattern[str]) -> Iterator[tuple[int,
             continue
         if not columns or not text.strip():
             continue
-        cells = _split(text, [p for _, p in columns])
+        # Cells are split on runs of two or more spaces when that gives one per column (a hand
+        # edited or re-wrapped table drifts off the header's positions); else by position.
+        cells = re.split(r"\s{2,}", text.strip(), maxsplit=len(columns) - 1)
+        if len(cells) != len(columns):
+            cells = _split(text, [p for _, p in columns])
         yield number, dict(zip([n for n, _ in columns], cells, strict=True))
 
 
@@ -370,8 +568,8 @@ def parse_events_table(ctx: Context, lines: Lines) -> Iterator[Item]:
         kind_name = row.get("OBJECT", "")
         object_kind, _, name = kind_name.partition("/")
         object_kind = {"pod": "Pod", "node": "Node"}.get(object_kind.lower(), object_kind.title())
-        namespace = row.get("NAMESPACE") or None
-        uid = standin_uid(namespace or "default", name) if object_kind == "Pod" else None
+        namespace = row.get("NAMESPACE") or namespace_hint(ctx)
+        uid = standin_uid(namespace, name) if object_kind == "Pod" else None
         if not row.get("REASON"):
             yield Rejected(number, "an events table row without a REASON")
             continue
@@ -397,16 +595,18 @@ def parse_pods_table(ctx: Context, lines: Lines) -> Iterator[Item]:
     now = _now(ctx)
     for number, row in _table(lines, _TABLE_PODS):
         name, status = row.get("NAME", ""), row.get("STATUS", "")
-        namespace = row.get("NAMESPACE") or "default"
+        namespace = row.get("NAMESPACE") or namespace_hint(ctx)
         if not name:
             continue
         uid = standin_uid(namespace, name)
         restarts = int(re.match(r"\d*", row.get("RESTARTS", "0")).group() or 0)  # type: ignore[union-attr]
-        yield PodRecord(uid=uid, namespace=namespace, name=name, seen=now, phase=status)
+        node = row.get("NODE") if row.get("NODE") not in (None, "", "<none>") else None
+        yield PodRecord(uid=uid, namespace=namespace, name=name, seen=now, phase=status, node=node)
         common: dict[str, Any] = {
             "namespace": namespace,
             "pod": name,
             "pod_uid": uid,
+            "node": node,
             "source": "kubectl.pods",
             "line": number,
         }
@@ -437,6 +637,17 @@ def parse_pods_table(ctx: Context, lines: Lines) -> Iterator[Item]:
                 },
                 **common,
             )
+        elif reason == "Terminating":
+            yield ctx.evidence(
+                native_id=uid,
+                version="deleting",
+                ts=now,
+                kind="pod.deleting",
+                message=f"Pod {name} Terminating",
+                severity=Severity.NOTICE,
+                attrs={"grace_seconds": None},
+                **common,
+            )
         elif reason == "Evicted":
             yield ctx.evidence(
                 native_id=uid,
@@ -452,27 +663,34 @@ def parse_pods_table(ctx: Context, lines: Lines) -> Iterator[Item]:
 
 # -- node termination handler, cluster-autoscaler and Karpenter logs ---------------------------
 
-_CONTROLLER_LINES: Final = (
+_NTH = {"via": "aws-node-termination-handler"}
+_CONTROLLER_LINES: Final[tuple[tuple[re.Pattern[str], str, dict[str, Any]], ...]] = (
     # aws-node-termination-handler, text or JSON logs
     (
-        re.compile(r"SPOT_ITN|Spot ITN received|Spot Interruption notice"),
+        re.compile(r"SPOT_ITN|Spot ITN received|Spot Interruption notice", re.I),
         "spot.interruption",
-        {"provider": "aws", "action": "terminate", "via": "aws-node-termination-handler"},
+        {"provider": "aws", "action": "terminate", **_NTH},
     ),
     (
-        re.compile(r"REBALANCE_RECOMMENDATION|Rebalance Recommendation"),
+        re.compile(r"REBALANCE_RECOMMENDATION|Rebalance Recommendation", re.I),
         "spot.rebalance",
-        {"provider": "aws", "via": "aws-node-termination-handler"},
+        {"provider": "aws", **_NTH},
     ),
     (
-        re.compile(r"SCHEDULED_EVENT|[Ss]cheduled [Ee]vent|scheduled maintenance"),
+        re.compile(r"SCHEDULED_EVENT|Scheduled Event|Scheduled Maintenance", re.I),
         "maintenance.scheduled",
-        {"provider": "aws", "state": "active", "via": "aws-node-termination-handler"},
+        {"provider": "aws", "state": "active", **_NTH},
     ),
     (
-        re.compile(r"ASG_LIFECYCLE|EC2_INSTANCE_TERMINATING|ASG Lifecycle Termination"),
+        re.compile(r"ASG_LIFECYCLE|EC2_INSTANCE_TERMINATING|ASG Lifecycle Termination", re.I),
         "asg.activity",
-        {"action": "terminate", "trigger": "scale_in", "via": "aws-node-termination-handler"},
+        {"action": "terminate", "trigger": "scale_in", **_NTH},
+    ),
+    # A drain (the termination handler's, Karpenter's) goes through the eviction API.
+    (
+        re.compile(r"\bEvicting pod\b", re.I),
+        "pod.disruption",
+        {"reason": "EvictionByEvictionAPI", "condition": "DisruptionTarget"},
     ),
     # cluster-autoscaler
     (
@@ -484,24 +702,37 @@ _CONTROLLER_LINES: Final = (
     ),
     # Karpenter
     (
-        re.compile(r"spot_interrupted|SpotInterrupted|spot interruption"),
+        re.compile(r"spot_interrupted|SpotInterrupted|spot interruption", re.I),
         "spot.interruption",
         {"provider": "aws", "action": "terminate", "via": "karpenter"},
     ),
     (
-        re.compile(r"disrupting node|disrupting nodeclaim|DisruptionTerminating", re.IGNORECASE),
+        re.compile(r"disrupting node|disrupting nodeclaim|DisruptionTerminating", re.I),
         "k8s.event",
         {"reason": "DisruptionTerminating", "object_kind": "Node", "via": "karpenter"},
     ),
+    (
+        re.compile(r"^tainted node$"),
+        "node.taint",
+        {"key": "karpenter.sh/disrupted", "effect": "NoSchedule", "via": "karpenter"},
+    ),
+    (
+        re.compile(r"^deleted node$"),
+        "k8s.event",
+        {"reason": "DeletingNode", "object_kind": "Node", "via": "karpenter"},
+    ),
 )
 _CONTROLLER_HINT: Final = re.compile(
-    r"aws-node-termination-handler|node-termination-handler|scale_down\.go|cluster-autoscaler|karpenter|SPOT_ITN|Scale-down:|nodeclaim",
+    r"aws-node-termination-handler|node-termination-handler|scale_down\.go|cluster-autoscaler|karpenter|SPOT_ITN|SCHEDULED_EVENT|ASG Lifecycle|SQS_TERMINATE|Scale-down:|nodeclaim|\"controller\":\"(?:disruption|node\.termination|interruption)",
     re.IGNORECASE,
 )
 _NODE_NAME: Final = re.compile(
-    r"(?:(?i:node[-_ ]?name)[=\":\s]+|node[= ]|on node |removing (?:empty )?node )\"?(?P<node>[a-z0-9][-a-z0-9.]*[a-z0-9])"
+    r"(?:(?i:node[-_ ]?name)[=\":\s]+|node[= ]|on node |removing (?:empty )?node |nodes? \(\d+ pods?\) )\"?(?P<node>[a-z0-9][-a-z0-9.]*[a-z0-9])"
 )
 _INSTANCE: Final = re.compile(r"\b(?P<instance>i-[0-9a-f]{8,17})\b")
+_POD_NAME: Final = re.compile(r"pod[_-]?name[=\":\s]+\"?(?P<pod>[a-z0-9][-a-z0-9.]*[a-z0-9])")
+_POD_NAMESPACE: Final = re.compile(r"namespace[=\":\s]+\"?(?P<ns>[a-z0-9][-a-z0-9]*)")
+_STAMP: Final = re.compile(r"\d{4}[-/]\d\d[-/]\d\dT?[ ]?\d\d:\d\d:\d\d(?:\.\d+)?Z?")
 
 
 def looks_like_controller_log(first_lines: list[str]) -> bool:
@@ -509,37 +740,71 @@ def looks_like_controller_log(first_lines: list[str]) -> bool:
     return hits >= max(1, len(first_lines) // 2)
 
 
+def _structured(text: str) -> tuple[str, dict[str, Any]]:
+    """A JSON log line's message and fields (Karpenter, the termination handler in JSON mode);
+    a text line as it is."""
+    if text.lstrip().startswith("{"):
+        try:
+            fields = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return text, {}
+        if isinstance(fields, dict):
+            message = fields.get("message") or fields.get("msg") or ""
+            return str(message), fields
+    return text, {}
+
+
+def _line_time(text: str, fields: dict[str, Any]) -> int | None:
+    stamp_text = fields.get("time") or fields.get("ts")
+    if not isinstance(stamp_text, str):
+        stamp = _STAMP.search(text)
+        if stamp is None:
+            return None
+        stamp_text = stamp.group().replace("/", "-").replace(" ", "T")
+    return _ts(stamp_text if stamp_text.endswith("Z") or "+" in stamp_text else stamp_text + "Z")
+
+
 def parse_controller_log(ctx: Context, lines: Lines) -> Iterator[Item]:
     """Lines of the controllers that remove nodes, as notices and events about those nodes;
     other lines of theirs are not evidence and are skipped."""
     now = _now(ctx)
     for number, text in lines:
+        message, fields = _structured(text)
         for pattern, kind, attrs in _CONTROLLER_LINES:
-            if not pattern.search(text):
+            if not pattern.search(message):
                 continue
+            structured_node = fields.get("Node") or fields.get("node")
+            if isinstance(structured_node, dict):
+                structured_node = structured_node.get("name")
             node = _NODE_NAME.search(text)
             instance = _INSTANCE.search(text)
-            stamp = re.search(r"\d{4}[-/]\d\d[-/]\d\dT?[ ]?\d\d:\d\d:\d\d(?:\.\d+)?Z?", text)
-            ts = (
-                _ts(
-                    stamp.group().replace("/", "-").replace(" ", "T")
-                    + ("" if stamp.group().endswith("Z") else "Z")
+            where: dict[str, Any] = {
+                "node": structured_node
+                if isinstance(structured_node, str)
+                else (node.group("node") if node else ctx.node_hint),
+                "instance_id": instance.group("instance") if instance else None,
+            }
+            if kind == "pod.disruption":
+                pod = _POD_NAME.search(text)
+                if pod is None:
+                    break
+                namespace = _POD_NAMESPACE.search(text)
+                ns = namespace.group("ns") if namespace else namespace_hint(ctx)
+                where.update(
+                    pod=pod.group("pod"), namespace=ns, pod_uid=standin_uid(ns, pod.group("pod"))
                 )
-                if stamp
-                else None
-            )
+                where["node"] = where["node"] if where["node"] != ctx.node_hint else None
             yield ctx.evidence(
                 source="controller.log",
                 native_id=f"{ctx.origin}",
                 version=str(number),
-                ts=ts or now,
+                ts=_line_time(text, fields) or now,
                 kind=kind,
                 message=text.strip()[:2000],
                 severity=Severity.WARNING,
-                node=node.group("node") if node else ctx.node_hint,
-                instance_id=instance.group("instance") if instance else None,
                 attrs={**attrs, "raw_line": number},
                 raw=orjson.dumps({"line": text}),
                 line=number,
+                **where,
             )
             break

@@ -12,26 +12,42 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Final
+from typing import Any, Final
+
+import orjson
+import yaml
 
 from whyjob.collector.ingest import detect, kernel, kubectl_text, podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, PodRef, Rejected
 from whyjob.collector.ingest.loglines import clean
-
-__all__ = ["PASTED_CONTAINER", "PASTED_NAMESPACE", "PASTED_NODE", "PASTED_POD", "read_paste"]
-
-PASTED_NAMESPACE, PASTED_POD, PASTED_CONTAINER = "pasted", "pasted-pod", "main"
-PASTED_NODE = "pasted-node"
-
-_CRI_PREFIX: Final = re.compile(
-    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [FP] "
+from whyjob.collector.ingest.yamlload import KubeYamlLoader
+from whyjob.core.standins import (
+    PASTED_CONTAINER,
+    PASTED_NAMESPACE,
+    PASTED_NODE,
+    PASTED_POD,
+    standin_uid,
 )
+
+__all__ = ["read_paste"]
+
+# The CRI log prefix, and the RFC 3339 time `kubectl logs --timestamps` puts before each line.
+_CRI_PREFIX: Final = re.compile(
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:(?:stdout|stderr) [FP] )?"
+)
+# The header and rule lines of a describe `Events:` block pasted on its own.
+_EVENTS_FURNITURE: Final = re.compile(r"^\s*(?:Type\s+Reason\s+Age|[-\s]+$)")
 # Widths terminals and bug trackers wrap at: a line exactly this long was probably cut.
 _WRAP_WIDTHS: Final = frozenset({80, 100, 120, 132, 140, 160, 180, 200, 240})
 _LINE_START: Final = re.compile(
-    r"^(?:\s|\[|\d{4}-\d\d-\d\d|[IWEF]\d{4} |Traceback|During handling|The above exception|[A-Z][\w.]*(?:Error|Exception):)"
+    r"^(?:\s|\[|\d{4}-\d\d-\d\d|[IWEF]\d{4} |Traceback|During handling|The above exception|[A-Z][\w.]*(?:Error|Exception):|terminate called|\s*what\(\):|NCCL |torch\.|\w+\.\w+:\d+\])"
+)
+# Years written in the paste's dated lines ("2024-05-21", "Sat, 20 Jul 2024", "Nov 22 ... 2026").
+_YEAR: Final = re.compile(
+    r"\b(20\d\d)(?=[-/]\d\d[-/]\d\d|\s+\d\d:\d\d|\s*\]|,? \d\d:)|\b\d{1,2} \w{3} (20\d\d)\b"
 )
 
 
@@ -72,6 +88,129 @@ def _block_end(lines: list[tuple[int, str]], start: int, *, describe: bool) -> i
     return len(lines)
 
 
+# What a `kubectl ...` command line in the paste says about the output that follows it.
+_KUBECTL: Final = re.compile(r"\bkubectl\b")
+_NAMESPACE_FLAG: Final = re.compile(r"(?:^|\s)(?:-n|--namespace)[= ](?P<ns>[a-z0-9][-a-z0-9]*)")
+_POD_ARG: Final = re.compile(
+    r"\b(?:(?:get|describe)\s+(?:pods?|po)(?:/|\s+)|logs\s+(?:-\S+\s+)*(?:pods?/)?)(?P<pod>[a-z0-9][-a-z0-9.]*[a-z0-9])\b"
+)
+_NODE_ARG: Final = re.compile(
+    r"\b(?:get|describe)\s+(?:nodes?|no)(?:/|\s+)(?P<node>[a-z0-9][-a-z0-9.]*[a-z0-9])\b"
+)
+_PROMPT: Final = re.compile(r"^\s*(?:\$|#|%|>|❯|\w+@[\w.-]+:\S*[$#])\s")
+_YAML_LINE: Final = re.compile(r"^(?:\s|-|[\w./-]+:|---|#)")
+# A top-level key of a Kubernetes object or of a part of one (`yq .status`).
+_YAML_START: Final = re.compile(
+    r"^(?:apiVersion|kind|metadata|spec|status|items|conditions|containerStatuses|phase|state|lastState|limits|requests):(?:\s|$)"
+)
+_MAX_BLOCK_LINES = 50_000
+
+
+def _command_hints(text: str, hints: dict[str, str]) -> None:
+    if not _KUBECTL.search(text):
+        return
+    if namespace := _NAMESPACE_FLAG.search(text):
+        hints["namespace"] = namespace.group("ns")
+    if pod := _POD_ARG.search(text):
+        hints["pod"] = pod.group("pod")
+    else:
+        hints.pop("pod", None)
+    if node := _NODE_ARG.search(text):
+        hints["node"] = node.group("node")
+
+
+def _json_block(lines: list[tuple[int, str]], start: int) -> tuple[int, Any] | None:
+    """A JSON value written over lines `start`..: (end, value), or None when it is not one."""
+    depth = 0
+    for index in range(start, min(len(lines), start + _MAX_BLOCK_LINES)):
+        text = lines[index][1]
+        depth += text.count("{") + text.count("[") - text.count("}") - text.count("]")
+        if depth <= 0:
+            try:
+                value = orjson.loads("\n".join(t for _, t in lines[start : index + 1]))
+            except orjson.JSONDecodeError:
+                return None
+            return index + 1, value
+    return None
+
+
+def _structured_block(
+    lines: list[tuple[int, str]], start: int, hints: dict[str, str]
+) -> tuple[int, bytes] | None:
+    """A JSON or YAML document (or a pod fragment such as `jq .status`) starting at `start`:
+    its end and the bytes for the readers; None when the line starts ordinary text."""
+    text = lines[start][1]
+    if text.lstrip()[:1] in ("{", "["):
+        found = _json_block(lines, start)
+        if found is None:
+            return None
+        end, value = found
+    elif _YAML_START.match(text):
+        end = _yaml_block_end(lines, start)
+        if end - start < 2:
+            return None
+        try:
+            value = yaml.load("\n".join(t for _, t in lines[start:end]), Loader=KubeYamlLoader)
+        except yaml.YAMLError:
+            return None
+    else:
+        return None
+    document = _as_pod(value, hints)
+    return end, orjson.dumps(document or value)
+
+
+def _inline_document(ctx: Context, number: int, text: str) -> list[Item]:
+    """A JSON document a script logged on one line after its own prefix (a sidecar printing
+    the IMDS scheduled events); nothing when the rest of the line is not one a reader knows."""
+    try:
+        value = orjson.loads(text[text.index('{"') :])
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(value, dict):
+        return []
+    return list(_document(ctx, number, orjson.dumps(value)))
+
+
+def _yaml_block_end(lines: list[tuple[int, str]], start: int) -> int:
+    for index in range(start + 1, len(lines)):
+        if not _YAML_LINE.match(lines[index][1]) and lines[index][1].strip():
+            return index
+    return len(lines)
+
+
+def _as_pod(value: Any, hints: dict[str, str]) -> dict[str, Any] | None:
+    """A fragment of a pod (`jq .status`, a jsonpath state) as a pod document for the reader."""
+    if not isinstance(value, dict):
+        return None
+    if value.keys() & {"terminated", "waiting", "running"}:
+        value = {
+            "containerStatuses": [{"name": PASTED_CONTAINER, "restartCount": 0, "state": value}]
+        }
+    if not value.keys() & {"containerStatuses", "conditions", "phase"}:
+        return None
+    name = hints.get("pod", PASTED_POD)
+    namespace = hints.get("namespace", PASTED_NAMESPACE if "pod" not in hints else "default")
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": standin_uid(namespace, name)},
+        "status": value,
+    }
+
+
+def _document(ctx: Context, first_line: int, data: bytes) -> Iterator[Item]:
+    """A document pasted amid text, read by the ordinary readers, its lines counted in place."""
+    shifted = replace(ctx, line_offset=first_line - 1)
+    _, items = detect.read(shifted, data)
+    found = list(items or ())
+    if all(isinstance(item, Rejected) for item in found):
+        return  # not a document any reader knows: the lines are left to the log
+    for item in found:
+        if isinstance(item, Rejected) and item.line is not None:
+            item = replace(item, line=item.line + first_line - 1)
+        yield item
+
+
 def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -> Iterator[Item]:
     """Items from one pasted file (or standard input), whatever mix it holds."""
     base = options or IngestOptions()
@@ -79,12 +218,17 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
     # Stand-ins for what a paste does not say: the node of node-local lines, a pod for the log.
     opts = replace(
         base,
-        node=base.node or PASTED_NODE,
         boot_time=base.boot_time if base.boot_time is not None else now - 86_400_000,
         at=now,
         pod=base.pod or PodRef(PASTED_NAMESPACE, PASTED_POD, PASTED_CONTAINER),
     )
-    ctx = Context(origin, opts, now)
+    text = data.decode("utf-8", "replace")
+    years = Counter(a or b for a, b in _YEAR.findall(text))
+    if opts.year is None and years:
+        # Syslog and journal lines carry no year: the one the paste's dated lines show.
+        opts = replace(opts, year=int(years.most_common(1)[0][0]))
+    # A hint, not --node: journal and syslog lines keep the host they name.
+    ctx = Context(origin, opts, now, path_hints={"node": base.node or PASTED_NODE})
     head = data.lstrip()[:1]
     if head in (b"{", b"[") or data.lstrip().startswith(
         (b"apiVersion:", b"kind:", b"items:", b"---")
@@ -95,36 +239,85 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
         if any(not isinstance(item, Rejected) for item in parsed):
             yield from parsed
             return
-    lines = [
-        (n, clean(t)) for n, t in enumerate(data.decode("utf-8", "replace").split("\n"), start=1)
-    ]
+    lines = [(n, clean(t)) for n, t in enumerate(text.split("\n"), start=1)]
     lines = [(n, _CRI_PREFIX.sub("", t, count=1)) for n, t in lines]
+    yield from _read_lines(ctx, lines)
+
+
+def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
     app: list[tuple[int, str]] = []
+    hints: dict[str, str] = {}
     index = 0
     while index < len(lines):
         number, text = lines[index]
+        _command_hints(text, hints)
+        ctx.memory["namespace"] = hints.get("namespace", "default")
         window = [t for _, t in lines[index : index + 8]]
-        if kubectl_text.looks_like_describe_pod(window) and text.startswith("Name:"):
+        stripped = text.strip()
+        end = index + 1
+        if not stripped:
+            pass
+        elif kubectl_text.looks_like_describe_pod(window) and text.startswith("Name:"):
             end = _block_end(lines, index, describe=True)
             yield from kubectl_text.parse_describe_pod(ctx, lines[index:end])
+        elif kubectl_text.looks_like_describe_node(window) or (
+            text.startswith("Name:") and any(t.startswith(("Roles:", "Taints:")) for t in window)
+        ):
+            while end < len(lines) and lines[end][1].strip() and not _PROMPT.match(lines[end][1]):
+                end += 1
+            yield from kubectl_text.parse_describe_node(ctx, lines[index:end], hints.get("node"))
         elif kubectl_text.looks_like_events_table([text]):
             end = _block_end(lines, index, describe=False)
             yield from kubectl_text.parse_events_table(ctx, lines[index:end])
+        elif kubectl_text.looks_like_gcloud_operations_table([text]):
+            end = _block_end(lines, index, describe=False)
+            yield from kubectl_text.parse_gcloud_operations_table(ctx, lines[index:end])
+        elif kubectl_text.looks_like_nodes_table([text]):
+            end = _block_end(lines, index, describe=False)
+            yield from kubectl_text.parse_nodes_table(ctx, lines[index:end])
+        elif "pod" in hints and kubectl_text.looks_like_describe_fragment(text):
+            while end < len(lines) and kubectl_text.looks_like_describe_fragment(lines[end][1]):
+                end += 1
+            yield from kubectl_text.parse_describe_fragment(
+                ctx, lines[index:end], (hints.get("namespace", "default"), hints["pod"])
+            )
         elif kubectl_text.looks_like_pods_table([text]):
             end = _block_end(lines, index, describe=False)
             yield from kubectl_text.parse_pods_table(ctx, lines[index:end])
-        elif text.strip() and _is_kernel(text):
-            end = index + 1
+        elif kubectl_text.looks_like_event_row(text) or text.startswith("Events:"):
+            rows = [lines[index]]
+            while end < len(lines):
+                following = lines[end][1]
+                if kubectl_text.looks_like_event_row(following) or _EVENTS_FURNITURE.match(
+                    following
+                ):
+                    rows.append(lines[end])
+                elif following.strip() and len(rows[-1][1]) in _WRAP_WIDTHS:
+                    rows[-1] = (rows[-1][0], rows[-1][1] + following)  # wrapped by the terminal
+                else:
+                    break
+                end += 1
+            about = (
+                (hints.get("namespace", "default"), hints["pod"])
+                if "pod" in hints
+                else (PASTED_NAMESPACE, PASTED_POD)
+            )
+            yield from kubectl_text.parse_event_rows(ctx, rows, about)
+        elif _is_kernel(text):
             while end < len(lines) and lines[end][1].strip() and _is_kernel(lines[end][1]):
                 end += 1
             yield from kernel.parse_kernel_text(ctx, lines[index:end])
-        elif text.strip() and kubectl_text.looks_like_controller_log([text]):
-            end = index + 1
+        elif kubectl_text.looks_like_controller_log([text]):
             yield from kubectl_text.parse_controller_log(ctx, [(number, text)])
+        elif (block := _structured_block(lines, index, hints)) is not None and (
+            found := list(_document(ctx, number, block[1]))
+        ):
+            end = block[0]
+            yield from found
+        elif '{"' in text and (found := _inline_document(ctx, number, text)):
+            yield from found
         else:
-            end = index + 1
-            if text.strip():
-                app.append((number, text))
+            app.append((number, text))
         index = end
     if app:
         yield from podlogs.parse_plain_text(replace(ctx, path_hints={}), _unwrap(app))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from whyjob.collector.ingest.base import IngestOptions, Item
-from whyjob.collector.ingest.paste import PASTED_POD, read_paste
+from whyjob.collector.ingest.paste import read_paste
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Evidence
+from whyjob.core.standins import PASTED_POD
 from whyjob.core.timeutil import format_ts
 
 NOW = 1_795_400_000_000

@@ -65,6 +65,12 @@ def test_verdict_names_the_root_attempt_and_the_chain_starts_at_the_root(
     )
     assert explanation.chain[0].role == "root" and "Xid" in explanation.chain[0].summary
     assert explanation.chain[-1].role == "effect"
+    # The run's end cites its termination record; what was seen only later corroborates.
+    end = next(step for step in explanation.chain if step.summary.startswith(f"rank {root.rank}"))
+    assert end.evidence == [root.end_evidence] and root.end_evidence is not None
+    for step in explanation.chain:
+        if step.role == "corroborates":
+            assert step.at is not None and step.at > (root.ended_at or 0)
     cited = {e for a in explanation.attempts for e in a.evidence}
     assert cited <= {t.id for t in explanation.timeline}  # every claim points at a record shown
 

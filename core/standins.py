@@ -1,0 +1,15 @@
+"""Names for what pasted text does not say, shared by the paste reader and the diagnosis."""
+
+from __future__ import annotations
+
+__all__ = ["PASTED_CONTAINER", "PASTED_NAMESPACE", "PASTED_NODE", "PASTED_POD", "standin_uid"]
+
+# The pod a paste's loose log lines belong to until the diagnosis knows which pod it is about,
+# and the node of node-local lines (dmesg, IMDS) that do not name theirs.
+PASTED_NAMESPACE, PASTED_POD, PASTED_CONTAINER = "pasted", "pasted-pod", "main"
+PASTED_NODE = "pasted-node"
+
+
+def standin_uid(namespace: str, name: str) -> str:
+    """A stable id for a pod shown without its uid (describe output, tables, events)."""
+    return f"pasted:{namespace}/{name}"
