@@ -177,6 +177,12 @@ def _score(job: tuple[str, int, bool]) -> Scorecard:
 def bench_accuracy(
     ctx: typer.Context,
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds per scenario.")] = 10,
+    first_seed: Annotated[
+        int,
+        typer.Option(
+            "--first-seed", help="Start at this seed (fresh seeds check rules not tuned on them)."
+        ),
+    ] = 1,
     scenario: Annotated[
         list[str] | None, typer.Option("--scenario", help="Only these scenarios (repeatable).")
     ] = None,
@@ -201,7 +207,7 @@ def bench_accuracy(
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         fail(f"unknown scenario(s) {', '.join(unknown)}; see `whyjob simulate --list`", 2)
-    work = [(name, seed, noise) for name in names for seed in range(1, seeds + 1)]
+    work = [(name, seed, noise) for name in names for seed in range(first_seed, first_seed + seeds)]
     extra = list(state_of(ctx).settings.rule_paths)
     total = Scorecard()
     started = time.perf_counter()
@@ -212,7 +218,7 @@ def bench_accuracy(
             total.add(card)
     elapsed = time.perf_counter() - started
     typer.echo(
-        f"{len(work)} runs ({len(names)} scenarios x {seeds} seeds, noise {'on' if noise else 'off'}) in {elapsed:.0f} s; {len(total.outcomes)} attempts scored"
+        f"{len(work)} runs ({len(names)} scenarios x {seeds} seeds from {first_seed}, noise {'on' if noise else 'off'}) in {elapsed:.0f} s; {len(total.outcomes)} attempts scored"
     )
     typer.echo(f"{'category':<24} {'precision':>9} {'recall':>7} {'support':>8}")
     for category, (precision, recall, support) in total.per_category().items():

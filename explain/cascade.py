@@ -82,7 +82,30 @@ def first_dominoes(attempts: list[Attempt], best: dict[str, Found]) -> list[str]
         root = min(candidates, key=lambda r: (hit[r.id], r.id))
         _mark_collateral(attempt, cause, root, hit[root.id])
     roots.sort(key=lambda a: (hit[a.id], a.id))
+    for root in roots:
+        if not _independent(root, cause_of[root.id]):
+            _flag_near_ties(root, [a for a in failed if a.caused_by == root.id], hit)
     return [a.id for a in roots]
+
+
+def _flag_near_ties(root: Attempt, followers: list[Attempt], hit: dict[str, int]) -> None:
+    """A symptom root (every rank timed out) is only first by its clock: when others failed
+    within the skew that clocks of different nodes show, say which came first is uncertain."""
+    close = [a for a in followers if a.node != root.node and hit[a.id] - hit[root.id] <= _SKEW_MS]
+    if not close:
+        return
+    root.grade = "possible"
+    spread = format_duration(max(hit[a.id] for a in close) - hit[root.id])
+    root.missing.append(
+        f"{_rank_name(root)} failed first by its own clock, but {_few([_rank_name(a) for a in close])} "
+        f"failed within {spread} on other nodes, closer than node clocks can be trusted to agree: "
+        "which of them stopped first is uncertain (compare the collective's SeqNum in each rank's "
+        "NCCL timeout: the rank that never entered it is the one to look at)"
+    )
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _mark_collateral(attempt: Attempt, cause: Cause | None, root: Attempt, root_time: int) -> None:

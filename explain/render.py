@@ -136,9 +136,7 @@ def _focus(explanation: Explanation, limit: int) -> list[Any]:
     return sorted(chosen[:limit], key=lambda t: t.at)
 
 
-def _paint(text: str, color: bool) -> str:
-    if not color:
-        return text
+def _paint(text: str) -> str:
     for name, code in _COLORS.items():
         text = text.replace(f"[{name}]", code)
     return text
@@ -154,7 +152,7 @@ def render_text(explanation: Explanation, *, timeline_limit: int = 20, color: bo
     context = _context(explanation, timeline_limit)
     context["outcome_color"] = _OUTCOME_COLOR.get(explanation.verdict.outcome, "bold")
     text = _environment().get_template("explain.txt.j2").render(context)
-    return _paint(text, True) if color else _strip_marks(text)
+    return _paint(text) if color else _strip_marks(text)
 
 
 def render_markdown(explanation: Explanation, *, timeline_limit: int = 50) -> str:

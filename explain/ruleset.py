@@ -479,6 +479,7 @@ def load_rules(extra: Sequence[Path] = (), *, shipped: bool = True) -> RuleSet:
     explanations: dict[str, Explanation] = {}
     lists: dict[str, list[Any]] = {}  # shared: a later file may use an earlier file's lists
     disabled: set[str] = set()
+    problems: list[str] = []
     digest = hashlib.sha256()
     for name, text in sources:
         digest.update(name.encode() + b"\0" + text.encode())
@@ -508,21 +509,31 @@ def load_rules(extra: Sequence[Path] = (), *, shipped: bool = True) -> RuleSet:
                 if key in lists:
                     raise f.error(value, f"list {key!r} is already defined in an earlier file")
                 lists[key] = _plain(value)
+        # Each signal and explanation is checked on its own, so a rule author sees every
+        # problem of a file at once rather than one per run.
         for node in f.seq(spec.get("signals"), "signals"):
-            signal, override = _signal(f, node, lists)
-            if signal.id in signals and not override:
-                raise f.error(
-                    node,
-                    f"signal {signal.id!r} is already defined at {signals[signal.id].origin} (add `override: true` to replace it)",
-                )
+            try:
+                signal, override = _signal(f, node, lists)
+                if signal.id in signals and not override:
+                    raise f.error(
+                        node,
+                        f"signal {signal.id!r} is already defined at {signals[signal.id].origin} (add `override: true` to replace it)",
+                    )
+            except ConfigError as exc:
+                problems.append(str(exc))
+                continue
             signals[signal.id] = signal
         for node in f.seq(spec.get("explanations"), "explanations"):
-            rule, override = _explanation(f, node, lists)
-            if rule.id in explanations and not override:
-                raise f.error(
-                    node,
-                    f"explanation {rule.id!r} is already defined at {explanations[rule.id].origin} (add `override: true` to replace it)",
-                )
+            try:
+                rule, override = _explanation(f, node, lists)
+                if rule.id in explanations and not override:
+                    raise f.error(
+                        node,
+                        f"explanation {rule.id!r} is already defined at {explanations[rule.id].origin} (add `override: true` to replace it)",
+                    )
+            except ConfigError as exc:
+                problems.append(str(exc))
+                continue
             explanations[rule.id] = rule
         for node in f.seq(spec.get("disable"), "disable"):
             disabled.add(f.text(node, "disable entry"))
@@ -531,9 +542,15 @@ def load_rules(extra: Sequence[Path] = (), *, shipped: bool = True) -> RuleSet:
             for name in sorted(requirement.signals - set(signals)):
                 hint = difflib.get_close_matches(name, sorted(signals), n=1)
                 suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-                raise ConfigError(
+                problems.append(
                     f"{rule.origin}: explanation {rule.id!r} uses unknown signal {name!r}{suggestion}"
                 )
+    if problems:
+        raise ConfigError(
+            problems[0]
+            if len(problems) == 1
+            else f"{len(problems)} problems in the rule files:\n" + "\n".join(problems)
+        )
     unknown = disabled - set(explanations) - set(signals)
     if unknown:
         raise ConfigError(f"disable names rules that do not exist: {sorted(unknown)}")

@@ -9,7 +9,6 @@ from itertools import pairwise
 
 from whyjob.core.evidence import Evidence, Severity
 from whyjob.core.taxonomy import CATEGORIES
-from whyjob.core.timeutil import format_duration
 from whyjob.explain.gather import Scene
 from whyjob.explain.model import Attempt, GpuHours, Loop, RetryAdvice, TimelineEntry, Verdict
 
@@ -276,7 +275,7 @@ def _few(names: Sequence[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
-def _entity(ev: Evidence, attempt_of: dict[str, Attempt]) -> str:
+def _entity(ev: Evidence) -> str:
     if ev.pod:
         return f"pod/{ev.pod}" + (f" [{ev.container}]" if ev.container else "")
     if ev.gpu_uuid:
@@ -325,7 +324,7 @@ def timeline(
                 source=ev.source,
                 kind=ev.kind,
                 severity=int(ev.severity),
-                entity=_entity(ev, {}),
+                entity=_entity(ev),
                 message=ev.message if len(ev.message) <= 500 else ev.message[:497] + "...",
                 attempt=attempt,
             )
@@ -333,7 +332,3 @@ def timeline(
         if len(out) >= _TIMELINE_LIMIT:
             break
     return out
-
-
-def describe_gap(ms: int) -> str:
-    return format_duration(ms)

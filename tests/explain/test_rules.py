@@ -135,3 +135,20 @@ def test_fixture_files_are_strict_too(tmp_path: Path) -> None:
         ConfigError, match=re.escape("bad.yaml:4: expect needs `holds: true|false`")
     ):
         load_cases(bad)
+
+
+def test_every_problem_of_a_rule_file_is_reported_at_once(tmp_path: Path) -> None:
+    text = """format: whyjob.rules/v1
+signals:
+  - {id: a, kind: log.error, wehre: {message: x}}
+  - {id: b, kind: log.error, where: {message: {regex: '(unclosed'}}}
+explanations:
+  - {id: c, category: app.exception, grade: likely, when: [{signal: log.cuda-oomm}], summary: x}
+"""
+    with pytest.raises(ConfigError) as raised:
+        load_rules([_rules(tmp_path, text)])
+    lines = str(raised.value).splitlines()
+    assert lines[0] == "3 problems in the rule files:"
+    assert lines[1].endswith("team.yaml:3: unknown key 'wehre' in a signal (did you mean 'where'?)")
+    assert "team.yaml:4: bad regex '(unclosed'" in lines[2]
+    assert lines[3].endswith("uses unknown signal 'log.cuda-oomm' (did you mean 'log.cuda-oom'?)")

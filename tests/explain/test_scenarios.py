@@ -99,3 +99,16 @@ def test_exit_137_without_oom_evidence_is_not_called_an_oom(tmp_path: Path, rule
         Ingestor(index, IngestOptions()).ingest([str(fixture)])
         (attempt,) = explain_experiment(index, rules, "gpt2-run7", None).attempts
     assert (attempt.category, attempt.grade) == ("container.oom_killed", "proven")
+
+
+def test_ranks_timing_out_within_clock_skew_make_the_first_domino_uncertain(
+    tmp_path: Path, rules: RuleSet
+) -> None:
+    # Seed 1009: all eight ranks hit the NCCL watchdog within 5 s, on nodes whose clocks differ
+    # by more than that; whyjob must not claim more than the clocks allow.
+    _, explanation = _explain(tmp_path, "nccl_timeout", 1009, rules)
+    assert explanation.verdict.category == "app.nccl_timeout"
+    assert explanation.verdict.grade == "possible"
+    root = explanation.attempt(explanation.verdict.root_attempt or "")
+    assert root is not None
+    assert any("closer than node clocks can be trusted" in note for note in root.missing)
