@@ -8,7 +8,16 @@ from typing import Annotated
 
 import typer
 
-from whyjob.cli import bench, commands, diagnose_cmd, ingest_cmd, inspect_cmd, rules_cmd, sim_cmd
+from whyjob.cli import (
+    bench,
+    collect_cmd,
+    commands,
+    diagnose_cmd,
+    ingest_cmd,
+    inspect_cmd,
+    rules_cmd,
+    sim_cmd,
+)
 from whyjob.cli.state import state_of
 
 __all__ = ["app"]
@@ -69,6 +78,7 @@ def root(
 app.command("explain")(commands.explain)
 app.command("diagnose")(diagnose_cmd.diagnose)
 app.command("ingest")(ingest_cmd.ingest)
+app.command("collect")(collect_cmd.collect)
 app.command("simulate")(sim_cmd.simulate)
 app.command("demo")(sim_cmd.demo)
 app.command("experiments")(inspect_cmd.experiments)

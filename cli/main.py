@@ -13,6 +13,7 @@ COMMANDS = frozenset(
         "explain",
         "diagnose",
         "ingest",
+        "collect",
         "simulate",
         "demo",
         "experiments",

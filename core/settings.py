@@ -57,7 +57,8 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-_KNOWN_KEYS = {"index", "cluster", "experiments", "rules", "logs"}
+# `metrics` and `collectors` configure `whyjob collect` (collector/live/config.py checks them).
+_KNOWN_KEYS = {"index", "cluster", "experiments", "rules", "logs", "metrics", "collectors"}
 _LOG_KEYS = {"checkpoint", "progress", "error"}
 _EXPERIMENT_KEYS = {"labels", "launchers"}
 _LAUNCHER_KEYS = {"name", "label", "rank_labels", "attempt_label"}

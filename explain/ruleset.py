@@ -23,7 +23,7 @@ from typing import Any, Final
 from whyjob.core.errors import ConfigError
 from whyjob.core.evidence import ENTITY_KEYS
 from whyjob.core.taxonomy import CATEGORIES, Grade
-from whyjob.explain.yamllines import Located, load_located
+from whyjob.core.yamllines import Located, load_located
 
 __all__ = [
     "FORMAT",

@@ -18,12 +18,12 @@ from typing import Any
 from whyjob.core.entities import PodRecord
 from whyjob.core.errors import ConfigError
 from whyjob.core.evidence import ENTITY_KEYS, Evidence, Severity, evidence_id
+from whyjob.core.yamllines import Located, load_located
 from whyjob.explain.causes import CauseFinder
 from whyjob.explain.gather import Scene
 from whyjob.explain.matching import Matcher
 from whyjob.explain.model import Attempt
 from whyjob.explain.ruleset import RuleSet, parse_duration
-from whyjob.explain.yamllines import Located, load_located
 
 __all__ = ["Case", "CaseResult", "fixture_files", "load_cases", "run_case"]
 

@@ -55,3 +55,13 @@ def test_quick_start_has_exactly_two_commands() -> None:
     commands = re.findall(r"^\$ (.+)$", section, re.MULTILINE)
     assert len(commands) == 2, commands
     assert (ROOT / commands[0].split()[0]).exists() and (ROOT / commands[1].split()[0]).exists()
+
+
+def test_every_collector_key_is_documented() -> None:
+    from whyjob.collector.live.config import COLLECTOR_KEYS
+
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    assert "`metrics.listen`" in text
+    for collector, keys in COLLECTOR_KEYS.items():
+        for key in keys:
+            assert f"`collectors.{collector}.{key}`" in text, f"collectors.{collector}.{key}"

@@ -39,6 +39,8 @@ from whyjob.core.entities import Binding
 from whyjob.core.evidence import Severity
 
 __all__ = [
+    "EVENTS_ONLY",
+    "PREVIOUS",
     "looks_like_prometheus_api",
     "looks_like_prometheus_text",
     "parse_prometheus_api",
@@ -46,6 +48,10 @@ __all__ = [
 ]
 
 SOURCE: Final = "dcgm"
+# Context.memory keys a live collector sets: the series' last values, and "no gpu.status
+# records" (the raw series stay in Prometheus; only the changes become evidence).
+PREVIOUS: Final = "dcgm.previous"
+EVENTS_ONLY: Final = "dcgm.events_only"
 _SAMPLE = re.compile(
     r"(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?[ \t]+(?P<value>\S+)"
     r"(?:[ \t]+(?P<ts>-?\d+))?[ \t]*$"
@@ -163,7 +169,12 @@ class _Scrape:
         self.ctx = ctx
         self.query = query
         self.groups: dict[tuple[str, str | None, int], _Group] = {}
-        self.previous: dict[tuple[str, str | None, str, str | None], float] = {}
+        # A live collector reads one document per poll through the same context: the values
+        # seen so far carry over, so a latched value is a change once, not once per poll.
+        self.previous: dict[tuple[str, str | None, str, str | None], float] = ctx.memory.setdefault(
+            PREVIOUS, {}
+        )
+        self.status_records = not ctx.memory.get(EVENTS_ONLY)
         self.gpu_nodes: dict[tuple[str, str], list[int]] = {}
         self.pods: dict[tuple[str, str], tuple[list[int], str | None]] = {}
         self.stopped = False
@@ -288,7 +299,7 @@ class _Scrape:
         if self.skipped:
             key = "dcgm samples without a GPU UUID"
             self.ctx.skipped[key] = self.ctx.skipped.get(key, 0) + self.skipped
-        for group in self.groups.values():
+        for group in self.groups.values() if self.status_records else ():
             ident = group.ident
             attrs: dict[str, Any] = {
                 "metrics": group.metrics,

@@ -23,6 +23,7 @@ __all__ = [
     "JsonFormat",
     "TextFormat",
     "parse_k8s",
+    "parse_k8s_object",
 ]
 
 Lines = Iterable[tuple[int, str]]
@@ -80,17 +81,17 @@ def parse_k8s(ctx: Context, doc: Any, line: int | None) -> Iterator[Item]:
     kind = doc.get("kind") or "List"
     items = doc.get("items")
     if not (kind.endswith("List") and isinstance(items, list)):
-        yield from _k8s_object(ctx, doc, kind, line)
+        yield from parse_k8s_object(ctx, doc, kind, line)
         return
     implied = kind[: -len("List")] if kind != "List" else ""
     for item in items:
         if not isinstance(item, dict):
             yield Rejected(line, "List item is not an object")
             continue
-        yield from _k8s_object(ctx, item, item.get("kind") or implied, line)
+        yield from parse_k8s_object(ctx, item, item.get("kind") or implied, line)
 
 
-def _k8s_object(ctx: Context, item: Any, kind: str, line: int | None) -> Iterator[Item]:
+def parse_k8s_object(ctx: Context, item: Any, kind: str, line: int | None) -> Iterator[Item]:
     parser = _K8S_PARSERS.get(kind)
     if parser is None:
         ctx.skipped[kind or "?"] = ctx.skipped.get(kind or "?", 0) + 1

@@ -75,9 +75,21 @@ def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
 class SqliteIndex:
     """An open index file. Not thread-safe: one instance per thread or process."""
 
-    def __init__(self, path: Path, *, readonly: bool = False, busy_timeout_s: float = 30.0):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        readonly: bool = False,
+        busy_timeout_s: float = 30.0,
+        cache_mib: int = 64,
+        mmap_mib: int = 256,
+    ):
+        """`cache_mib` and `mmap_mib` bound the page cache and the memory-mapped part of the
+        file: generous for a reader answering queries, small for a long-running collector,
+        whose resident memory would otherwise grow with the file."""
         self.path = path
         self.readonly = readonly
+        self._cache_mib, self._mmap_mib = cache_mib, mmap_mib
         if readonly and not path.exists():
             raise IndexProblem(
                 f"no index at {path}: ingest something first (`whyjob ingest PATH`) "
@@ -113,8 +125,8 @@ class SqliteIndex:
             db.execute("PRAGMA wal_autocheckpoint = 16000")
         db.execute("PRAGMA synchronous = NORMAL")
         db.execute("PRAGMA temp_store = MEMORY")
-        db.execute("PRAGMA cache_size = -65536")  # 64 MiB
-        db.execute("PRAGMA mmap_size = 268435456")
+        db.execute(f"PRAGMA cache_size = -{self._cache_mib * 1024}")
+        db.execute(f"PRAGMA mmap_size = {self._mmap_mib * 1024 * 1024}")
         if self.readonly:
             db.execute("PRAGMA query_only = ON")
 
@@ -398,6 +410,14 @@ class SqliteIndex:
             "SELECT token FROM checkpoints WHERE source = ?", (source,)
         ).fetchone()
         return str(row[0]) if row else None
+
+    def checkpoints(self, prefix: str = "") -> dict[str, str]:
+        """Every resume token whose source starts with `prefix`."""
+        rows = self._db.execute(
+            "SELECT source, token FROM checkpoints WHERE substr(source, 1, ?) = ?",
+            (len(prefix), prefix),
+        )
+        return {str(source): str(token) for source, token in rows}
 
     # -- reading -----------------------------------------------------------------------------
 

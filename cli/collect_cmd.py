@@ -1,0 +1,88 @@
+"""`whyjob collect`: run the collectors the config file names, until stopped."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Annotated
+
+import typer
+
+from whyjob.cli.state import fail, state_of
+
+__all__ = ["collect"]
+
+
+def collect(
+    ctx: typer.Context,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration",
+            help="Stop after this many seconds (default: run until SIGTERM or Ctrl-C).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Follow the cluster and the clouds live: the collectors under `collectors:` in the config
+    file (--config or WHYJOB_CONFIG; docs/configuration.md), writing into the index, with
+    health and lag on the metrics endpoint (`metrics.listen`, default 127.0.0.1:9464)."""
+    from whyjob.collector.ingest.base import IngestOptions
+    from whyjob.collector.live.config import load_collect_config
+    from whyjob.collector.live.runner import start_collectors
+    from whyjob.core.errors import WhyjobError
+
+    _fewer_malloc_arenas()
+    state = state_of(ctx)
+    settings = state.settings
+    if settings.config_path is None:
+        fail(
+            "no config file: `whyjob --config FILE collect` (or WHYJOB_CONFIG) naming the "
+            "collectors to run; see docs/configuration.md",
+            2,
+        )
+    try:
+        config = load_collect_config(settings.config_path)
+        running = start_collectors(
+            config,
+            settings.index,
+            IngestOptions(
+                cluster=settings.cluster,
+                launchers=settings.launchers,
+                log_markers=settings.log_markers,
+            ),
+        )
+    except WhyjobError as exc:
+        fail(str(exc), exc.exit_code)
+    if not running.collectors:
+        running.stop()
+        fail("no collector could start (the lines above say why)", 1)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    where = (
+        f" metrics on http://{running.metrics.address[0]}:{running.metrics.address[1]}/metrics"
+        if running.metrics
+        else ""
+    )
+    sys.stderr.write(f"whyjob collect: writing to {settings.index};{where}\n")
+    done.wait(duration)
+    running.stop()
+    sys.stderr.write("whyjob collect: stopped\n")
+
+
+def _fewer_malloc_arenas(arenas: int = 2) -> None:
+    """glibc gives each thread its own malloc arena (8 per core); a collector's watch threads
+    then hold on to freed memory in each of them. Two arenas keep the resident set near what is
+    in use. No effect outside glibc."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        ctypes.CDLL(name).mallopt(-8, arenas)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        return

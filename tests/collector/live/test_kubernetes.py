@@ -1,0 +1,295 @@
+"""The Kubernetes collector: the official client against a local API server stand-in that speaks
+the real list/watch protocol (tests/standins/kubeapi.py), writing into a real SQLite index."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.standins.kubeapi import KubeAPI, make_core_event, make_node, make_pod
+from whyjob.collector.live.health import Health
+from whyjob.collector.live.kubernetes import (
+    KubernetesCollector,
+    KubernetesOptions,
+    api_client_from,
+)
+from whyjob.collector.live.sink import Writer
+from whyjob.core.index import SqliteIndex
+
+NODE = "ip-10-0-1-17.ec2.internal"
+
+
+@pytest.fixture
+def api() -> Iterator[KubeAPI]:
+    with KubeAPI(bookmark_interval=0.2) as server:
+        yield server
+
+
+@dataclass
+class Run:
+    collector: KubernetesCollector
+    writer: Writer
+    health: Health
+    index: SqliteIndex
+    stop: threading.Event
+
+    def halt(self) -> None:
+        self.stop.set()
+        self.collector.join(10)
+        self.writer.stop()
+
+
+Start = Callable[..., Run]
+
+
+@pytest.fixture
+def start(api: KubeAPI, tmp_path: Path) -> Iterator[Start]:
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    runs: list[Run] = []
+
+    def begin(**options: object) -> Run:
+        index = SqliteIndex(tmp_path / "index.sqlite")
+        health = Health()
+        writer = Writer(index, health).start()
+        settings = KubernetesOptions(watch_timeout_s=30, batch_wait_s=0.05, **options)  # type: ignore[arg-type]
+        collector = KubernetesCollector(
+            api_client_from({"kubeconfig": kubeconfig}),
+            writer,
+            health,
+            index.checkpoints(),
+            settings,
+        )
+        run = Run(collector, writer, health, index, threading.Event())
+        collector.start(run.stop)
+        runs.append(run)
+        return run
+
+    yield begin
+    for run in runs:
+        if not run.stop.is_set():
+            run.halt()
+        run.index.close()
+
+
+def _wait(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met")
+        time.sleep(0.02)
+
+
+def _count(index: SqliteIndex, kind: str) -> int:
+    return int(
+        index._db.execute("SELECT count(*) FROM evidence WHERE kind = ?", (kind,)).fetchone()[0]
+    )
+
+
+def _event_names(index: SqliteIndex) -> list[str]:
+    rows = index._db.execute(
+        "SELECT raw.body FROM evidence JOIN raw USING (seq) WHERE evidence.kind = 'k8s.event'"
+    )
+    import orjson
+
+    return sorted(orjson.loads(body)["metadata"]["name"] for (body,) in rows)
+
+
+def _events(api: KubeAPI, n: int, prefix: str) -> list[str]:
+    names = []
+    for i in range(n):
+        event = make_core_event(
+            "ml",
+            f"gpt-{prefix}-worker-0",
+            "BackOff",
+            f"Back-off restarting failed container ({prefix} {i})",
+            type="Warning",
+            host=NODE,
+            name=f"gpt-{prefix}-worker-0.{prefix}{i:05d}",
+        )
+        api.create("events", event)
+        names.append(event["metadata"]["name"])
+    return names
+
+
+def test_list_then_watch_stores_every_object_once(api: KubeAPI, start: Start) -> None:
+    api.create("nodes", make_node(NODE))
+    api.create("pods", make_pod("ml", "gpt-a-worker-0", NODE))
+    before = _events(api, 30, "a")
+    # Both Event APIs: the same objects, so the same records, each stored once.
+    run = start(page_size=7, resources=("events", "events.k8s.io", "pods", "nodes"))
+    api.wait_for_watchers(4)
+    after = _events(api, 20, "b")
+    run.writer.flush()
+    _wait(lambda: len(_event_names(run.index)) == 50)
+    run.halt()
+    assert _event_names(run.index) == sorted(before + after)
+    assert _count(run.index, "pod.snapshot") == 1 and _count(run.index, "node.snapshot") == 1
+    # Every resource resumes from where its last committed batch ended.
+    assert set(run.index.checkpoints("kubernetes/")) == {
+        "kubernetes/events",
+        "kubernetes/events.k8s.io",
+        "kubernetes/pods",
+        "kubernetes/nodes",
+    }
+    assert int(run.index.checkpoint("kubernetes/events") or 0) >= int(api.resource_version) - 5
+
+
+def test_a_dropped_watch_resumes_from_its_resource_version(api: KubeAPI, start: Start) -> None:
+    run = start(resources=("events",))
+    api.wait_for_watchers(1)
+    first = _events(api, 25, "c")
+    _wait(lambda: len(_event_names(run.index)) == 25 or not run.writer.flush())
+    assert api.drop_watches() == 1  # a load balancer cuts the stream mid-chunk
+    second = _events(api, 25, "d")
+    api.wait_for_watchers(1)
+    _wait(lambda: (run.writer.flush() or True) and len(_event_names(run.index)) == 50)
+    run.halt()
+    assert _event_names(run.index) == sorted(first + second)
+    lists = [r for r in api.requests if r.path == "/api/v1/events" and "watch" not in r.query]
+    assert len(lists) == 1, "a dropped connection resumes the watch; it does not relist"
+    assert run.health.counters[("kubernetes/events", "reconnects")] >= 1
+
+
+def test_410_gone_relists_without_duplicates(api: KubeAPI, start: Start) -> None:
+    run = start(resources=("events",))
+    api.wait_for_watchers(1)
+    first = _events(api, 10, "e")
+    _wait(lambda: (run.writer.flush() or True) and len(_event_names(run.index)) == 10)
+    run.halt()
+    resume = run.index.checkpoint("kubernetes/events")
+    # While the collector is down, more happens and the server compacts its history.
+    second = _events(api, 10, "f")
+    api.compact()
+    run.index.close()
+    again = start(resources=("events",))
+    api.wait_for_watchers(1)
+    third = _events(api, 5, "g")
+    _wait(lambda: (again.writer.flush() or True) and len(_event_names(again.index)) == 25)
+    again.halt()
+    assert _event_names(again.index) == sorted(first + second + third)  # each exactly once
+    assert again.health.counters[("kubernetes/events", "expired")] == 1
+    watches = [r for r in api.requests if r.path == "/api/v1/events" and "watch" in r.query]
+    assert any(r.query.get("resourceVersion") == resume for r in watches)
+
+
+def test_throttling_is_waited_out(api: KubeAPI, start: Start) -> None:
+    _events(api, 3, "h")
+    # urllib3 under the client retries a 429 three times by itself, honouring Retry-After; the
+    # fourth reaches the collector as ApiException(status=429), which waits and tries again.
+    api.throttle(6, retry_after=0)
+    run = start(resources=("events",))
+    _wait(lambda: (run.writer.flush() or True) and len(_event_names(run.index)) == 3)
+    run.halt()
+    assert run.health.counters[("kubernetes/events", "throttled")] == 1
+    lists = [r for r in api.requests if r.path == "/api/v1/events" and "watch" not in r.query]
+    assert len(lists) == 7  # six answered 429, then the one that worked
+
+
+def test_capture_at_failure_time_keeps_the_log_and_the_node(api: KubeAPI, start: Start) -> None:
+    api.create("nodes", make_node(NODE, ready="False"))
+    running = make_pod("ml", "gpt-z-worker-1", NODE, job="gpt-z")
+    api.create("pods", running)
+    run = start(resources=("pods",))
+    api.wait_for_watchers(1)
+    now = datetime.now(UTC)
+    api.set_log(
+        "ml",
+        "gpt-z-worker-1",
+        "pytorch",
+        "step 1200 | loss 2.31\n[rank9]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB",
+        previous=True,
+        start=now - timedelta(seconds=5),
+    )
+    restarted = make_pod(
+        "ml",
+        "gpt-z-worker-1",
+        NODE,
+        job="gpt-z",
+        uid=running["metadata"]["uid"],
+        restart_count=1,
+        last_terminated={
+            "exitCode": 1,
+            "reason": "Error",
+            "finishedAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    )
+    api.update("pods", restarted)
+    _wait(lambda: (run.writer.flush() or True) and _count(run.index, "log.error") == 1)
+    run.halt()
+    (row,) = run.index._db.execute(
+        "SELECT pod_uid, container, attrs FROM evidence WHERE kind = 'log.error'"
+    ).fetchall()
+    assert row[0] == running["metadata"]["uid"] and row[1] == "pytorch"
+    assert '"restart":0' in row[2]  # the ended run's log, not the new one's
+    logs = [r for r in api.requests if r.path.endswith("/pods/gpt-z-worker-1/log")]
+    assert logs and logs[0].query.get("previous") == "true"
+    assert _count(run.index, "node.condition") >= 1  # the node, fetched at that moment
+
+
+def test_kill_9_mid_stream_then_restart_loses_and_duplicates_nothing(
+    api: KubeAPI, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    index_path = tmp_path / "index.sqlite"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"index: {index_path}\nmetrics: {{listen: 'off'}}\n"
+        f"collectors:\n  kubernetes:\n    kubeconfig: {kubeconfig}\n    resources: [events]\n"
+    )
+    whyjob = [str(Path(sys.executable).parent / "whyjob"), "--config", str(config), "collect"]
+    created: list[str] = []
+    producing = threading.Event()
+
+    def produce() -> None:
+        for i in range(2400):
+            created.extend(_events(api, 1, f"k{i:04d}"))
+            time.sleep(0.001)
+        producing.set()
+
+    def stored() -> int:
+        if not index_path.exists():
+            return 0
+        with SqliteIndex(index_path, readonly=True) as reader:
+            return _count(reader, "k8s.event")
+
+    log = (tmp_path / "collect.log").open("w")
+    first = subprocess.Popen(whyjob, stderr=log)
+    try:
+        api.wait_for_watchers(1, timeout=20)
+        threading.Thread(target=produce, daemon=True).start()
+        _wait(lambda: stored() >= 300, timeout=30)
+        os.kill(first.pid, signal.SIGKILL)  # mid-stream: no clean shutdown, no final commit
+        first.wait(10)
+    finally:
+        first.kill()
+    at_kill = stored()
+    with SqliteIndex(index_path, readonly=True) as reader:
+        resume = reader.checkpoint("kubernetes/events")
+    second = subprocess.Popen(whyjob, stderr=log)
+    try:
+        producing.wait(30)
+        _wait(lambda: stored() == len(created), timeout=30)
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(15) == 0, (tmp_path / "collect.log").read_text()
+    finally:
+        second.kill()
+        log.close()
+    assert at_kill < len(created), "the kill came mid-stream"
+    with SqliteIndex(index_path, readonly=True) as reader:
+        assert _event_names(reader) == sorted(created)  # every event, each exactly once
+        assert reader._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    lists = [r for r in api.requests if r.path == "/api/v1/events" and "watch" not in r.query]
+    watches = [r for r in api.requests if r.path == "/api/v1/events" and "watch" in r.query]
+    assert len(lists) == 1, "the restart resumed the watch from the committed resourceVersion"
+    assert any(r.query.get("resourceVersion") == resume for r in watches[1:])

@@ -1,0 +1,1 @@
+"""Local stand-ins for external services, used by tests and benchmarks."""
