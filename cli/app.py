@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from whyjob.cli import (
+    agent_cmd,
     bench,
     collect_cmd,
     commands,
@@ -79,6 +80,7 @@ app.command("explain")(commands.explain)
 app.command("diagnose")(diagnose_cmd.diagnose)
 app.command("ingest")(ingest_cmd.ingest)
 app.command("collect")(collect_cmd.collect)
+app.command("agent")(agent_cmd.agent)
 app.command("simulate")(sim_cmd.simulate)
 app.command("demo")(sim_cmd.demo)
 app.command("experiments")(inspect_cmd.experiments)

@@ -11,7 +11,7 @@ import typer
 
 from whyjob.cli.state import fail, state_of
 
-__all__ = ["collect"]
+__all__ = ["collect", "fewer_malloc_arenas"]
 
 
 def collect(
@@ -33,7 +33,7 @@ def collect(
     from whyjob.collector.live.runner import start_collectors
     from whyjob.core.errors import WhyjobError
 
-    _fewer_malloc_arenas()
+    fewer_malloc_arenas()
     state = state_of(ctx)
     settings = state.settings
     if settings.config_path is None:
@@ -55,7 +55,7 @@ def collect(
         )
     except WhyjobError as exc:
         fail(str(exc), exc.exit_code)
-    if not running.collectors:
+    if not running.collectors and running.receiver is None:
         running.stop()
         fail("no collector could start (the lines above say why)", 1)
     done = threading.Event()
@@ -72,7 +72,7 @@ def collect(
     sys.stderr.write("whyjob collect: stopped\n")
 
 
-def _fewer_malloc_arenas(arenas: int = 2) -> None:
+def fewer_malloc_arenas(arenas: int = 2) -> None:
     """glibc gives each thread its own malloc arena (8 per core); a collector's watch threads
     then hold on to freed memory in each of them. Two arenas keep the resident set near what is
     in use. No effect outside glibc."""

@@ -14,6 +14,7 @@ COMMANDS = frozenset(
         "diagnose",
         "ingest",
         "collect",
+        "agent",
         "simulate",
         "demo",
         "experiments",

@@ -58,7 +58,9 @@ class Settings:
 
 
 # `metrics` and `collectors` configure `whyjob collect` (collector/live/config.py checks them).
-_KNOWN_KEYS = {"index", "cluster", "experiments", "rules", "logs", "metrics", "collectors"}
+_KNOWN_KEYS = {
+    "index", "cluster", "experiments", "rules", "logs", "metrics", "receiver", "collectors", "agent",
+}  # fmt: skip
 _LOG_KEYS = {"checkpoint", "progress", "error"}
 _EXPERIMENT_KEYS = {"labels", "launchers"}
 _LAUNCHER_KEYS = {"name", "label", "rank_labels", "attempt_label"}

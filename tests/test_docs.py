@@ -65,3 +65,12 @@ def test_every_collector_key_is_documented() -> None:
     for collector, keys in COLLECTOR_KEYS.items():
         for key in keys:
             assert f"`collectors.{collector}.{key}`" in text, f"collectors.{collector}.{key}"
+
+
+def test_every_receiver_and_agent_key_is_documented() -> None:
+    from whyjob.collector.live.config import AGENT_KEYS, RECEIVER_KEYS
+
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    for section, keys in (("receiver", RECEIVER_KEYS), ("agent", AGENT_KEYS)):
+        for key in keys:
+            assert f"`{section}.{key}`" in text, f"{section}.{key}"

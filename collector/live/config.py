@@ -8,6 +8,7 @@ an error naming the file and the line.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,14 @@ import yaml
 from whyjob.core.errors import ConfigError
 from whyjob.core.yamllines import Located, load_located
 
-__all__ = ["COLLECTOR_KEYS", "CollectConfig", "load_collect_config", "parse_duration_s"]
+__all__ = [
+    "AGENT_KEYS",
+    "COLLECTOR_KEYS",
+    "RECEIVER_KEYS",
+    "CollectConfig",
+    "load_collect_config",
+    "parse_duration_s",
+]
 
 # Each collector's keys with their type and default. A type of `list` takes a list of strings,
 # `duration` takes "30s", "5m", "1h" or a number of seconds.
@@ -57,7 +65,29 @@ COLLECTOR_KEYS: Final[Mapping[str, Mapping[str, tuple[str, Any]]]] = {
 _CHOICES: Final[Mapping[tuple[str, str], set[str]]] = {
     ("kubernetes", "resources"): {"events", "events.k8s.io", "pods", "nodes"},
 }
-_TOP_KEYS: Final = {"index", "cluster", "experiments", "rules", "logs", "metrics", "collectors"}
+_TOP_KEYS: Final = {
+    "index", "cluster", "experiments", "rules", "logs", "metrics", "receiver", "collectors", "agent",
+}  # fmt: skip
+AGENT_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
+    "send_to": ("str", None),
+    "token": ("str", None),
+    "node": ("str", None),
+    "spool": ("path", Path("/var/lib/whyjob-agent")),
+    "cloud": ("choice:none,aws,gce,azure", "none"),
+    "metadata_interval": ("duration", 5.0),
+    "kernel": ("str", "/dev/kmsg"),
+    "pod_logs": ("str", "/var/log/pods"),
+    "keep": ("choice:classified,all", "classified"),
+    "context_lines": ("int", 20),
+    "progress_every": ("duration", 30.0),
+}
+RECEIVER_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
+    "listen": ("listen", None),
+    "token": ("str", None),
+    "keep": ("choice:classified,all", "classified"),
+    "context_lines": ("int", 20),
+    "progress_every": ("duration", 30.0),
+}
 _METRICS_KEYS: Final = {"listen"}
 _UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -85,6 +115,8 @@ class CollectConfig:
     path: Path
     metrics_listen: tuple[str, int] | None = ("127.0.0.1", 9464)
     collectors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    receiver: dict[str, Any] | None = None  # None: no receiver
+    agent: dict[str, Any] | None = None  # the `agent:` section, for `whyjob agent`
 
 
 class _File:
@@ -125,6 +157,13 @@ def _value(f: _File, node: Located, kind: str, key: str) -> Any:
         if not isinstance(value, list) or not all(isinstance(v.value, str) for v in value):
             raise f.error(node, f"{key} takes a list of names")
         return [v.value for v in value]
+    if kind.startswith("choice:"):
+        allowed = kind.split(":", 1)[1].split(",")
+        if value not in allowed:
+            raise f.error(node, f"{key} takes one of {allowed}, not {value!r}")
+        return value
+    if kind == "listen":
+        return _listen(f, node, key)
     if kind in ("str", "path"):
         if not isinstance(value, str) or not value:
             raise f.error(node, f"{key} takes a string")
@@ -132,13 +171,13 @@ def _value(f: _File, node: Located, kind: str, key: str) -> Any:
     raise AssertionError(kind)
 
 
-def _listen(f: _File, node: Located) -> tuple[str, int] | None:
+def _listen(f: _File, node: Located, key: str = "metrics.listen") -> tuple[str, int] | None:
     value = node.value
     if value in (None, False, "off"):
         return None
     host, _, port = str(value).rpartition(":")
     if not port.isdigit() or not 0 <= int(port) < 65536:
-        raise f.error(node, f"metrics.listen takes HOST:PORT or off, not {value!r}")
+        raise f.error(node, f"{key} takes HOST:PORT or off, not {value!r}")
     return host or "0.0.0.0", int(port)
 
 
@@ -161,9 +200,31 @@ def load_collect_config(path: Path) -> CollectConfig:
         metrics = f.mapping(top["metrics"], "metrics", _METRICS_KEYS)
         if "listen" in metrics:
             listen = _listen(f, metrics["listen"])
-    if "collectors" not in top:
+    receiver = None
+    if "receiver" in top:
+        given = f.mapping(top["receiver"], "receiver", set(RECEIVER_KEYS))
+        receiver = {key: default for key, (_, default) in RECEIVER_KEYS.items()}
+        for key, value in given.items():
+            receiver[key] = _value(f, value, RECEIVER_KEYS[key][0], f"receiver.{key}")
+        receiver["token"] = receiver["token"] or os.environ.get("WHYJOB_RECEIVER_TOKEN")
+        if receiver["listen"] is None:
+            receiver = None
+    agent = None
+    if "agent" in top:
+        given = f.mapping(top["agent"], "agent", set(AGENT_KEYS))
+        agent = {key: default for key, (_, default) in AGENT_KEYS.items()}
+        for key, value in given.items():
+            agent[key] = _value(f, value, AGENT_KEYS[key][0], f"agent.{key}")
+        agent["token"] = agent["token"] or os.environ.get("WHYJOB_RECEIVER_TOKEN")
+        if not agent["send_to"]:
+            raise f.error(top["agent"], "agent.send_to names the collector's receiver URL")
+    if "collectors" not in top and receiver is None and agent is None:
         raise f.error(root, "no `collectors:` section: name at least one collector")
-    sections = f.mapping(top["collectors"], "collectors", set(COLLECTOR_KEYS))
+    sections = (
+        f.mapping(top["collectors"], "collectors", set(COLLECTOR_KEYS))
+        if "collectors" in top
+        else {}
+    )
     collectors: dict[str, dict[str, Any]] = {}
     for name, node in sections.items():
         spec = COLLECTOR_KEYS[name]
@@ -178,6 +239,6 @@ def load_collect_config(path: Path) -> CollectConfig:
                     value, f"collectors.{name}.{key}: unknown {wrong!r} (one of {sorted(allowed)})"
                 )
         collectors[name] = settings
-    if not collectors:
+    if not collectors and receiver is None and agent is None:
         raise f.error(top["collectors"], "`collectors:` names no collector")
-    return CollectConfig(path, listen, collectors)
+    return CollectConfig(path, listen, collectors, receiver, agent)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from whyjob.collector.ingest.base import Item
 from whyjob.collector.live.backoff import Backoff
 from whyjob.collector.live.health import Health
-from whyjob.collector.live.sink import Batch, Writer
+from whyjob.collector.live.sink import Batch, Sink
 from whyjob.core.evidence import Evidence
 
 __all__ = ["Poll", "Poller"]
@@ -39,7 +39,7 @@ class Poller:
         name: str,
         poll: Callable[[str | None], Poll],
         interval_s: float,
-        writer: Writer,
+        writer: Sink,
         health: Health,
         checkpoint: str | None = None,
     ) -> None:

@@ -16,7 +16,9 @@ from typing import Any, Protocol, TextIO
 from whyjob.collector.ingest.base import IngestOptions
 from whyjob.collector.live.config import CollectConfig
 from whyjob.collector.live.health import Health, MetricsServer
+from whyjob.collector.live.logs import LogRetention
 from whyjob.collector.live.poller import Poller
+from whyjob.collector.live.receiver import Receiver
 from whyjob.collector.live.sink import Writer
 from whyjob.core.index import SqliteIndex
 
@@ -119,9 +121,12 @@ class Running:
     metrics: MetricsServer | None
     collectors: list[Collector]
     stop_event: threading.Event
+    receiver: Receiver | None = None
 
     def stop(self, timeout: float = 10.0) -> None:
         self.stop_event.set()
+        if self.receiver is not None:
+            self.receiver.stop()
         for collector in self.collectors:
             collector.join(timeout)
         self.writer.stop()
@@ -159,4 +164,19 @@ def start_collectors(
             continue
         started.append(collector)
         log.write(f"whyjob collect: {name}: started\n")
-    return Running(index, writer, health, metrics, started, stop)
+    receiver = None
+    if config.receiver is not None:
+        settings = config.receiver
+        retention = LogRetention(
+            keep_all=settings["keep"] == "all",
+            context_lines=settings["context_lines"],
+            progress_every_s=settings["progress_every"],
+        )
+        host, port = settings["listen"]
+        receiver = Receiver(
+            writer, health, ingest, retention, host=host, port=port, token=settings["token"]
+        ).start()
+        log.write(
+            f"whyjob collect: receiver on http://{host}:{receiver.address[1]} (OTLP /v1/logs, agents /whyjob/v1/items)\n"
+        )
+    return Running(index, writer, health, metrics, started, stop, receiver)

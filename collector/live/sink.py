@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from whyjob.collector.ingest.base import Item, Rejected
 from whyjob.collector.live.health import Health
@@ -15,7 +15,7 @@ from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import SqliteIndex
 
-__all__ = ["Batch", "Writer"]
+__all__ = ["Batch", "Sink", "Writer"]
 
 # The writer commits when this many items wait or this long has passed: big enough for the
 # index's batched inserts to pay, short enough that an explanation sees evidence within a second.
@@ -32,6 +32,12 @@ class Batch:
     items: list[Item] = field(default_factory=list)
     checkpoints: dict[str, str] = field(default_factory=dict)
     done: threading.Event | None = None  # set once the batch is committed
+
+
+class Sink(Protocol):
+    """Where a source hands its batches: the index writer, or an agent's forwarder."""
+
+    def put(self, batch: Batch) -> None: ...
 
 
 class Writer:

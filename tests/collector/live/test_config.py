@@ -109,3 +109,14 @@ def test_the_documented_example_is_a_valid_config(tmp_path: Path) -> None:
     config = load_collect_config(_write(tmp_path, example))
     assert set(config.collectors) == {"kubernetes", "dcgm", "asg", "ec2_status"}
     assert config.collectors["dcgm"]["step"] == 15.0
+
+
+def test_the_documented_receiver_and_agent_sections_are_valid(tmp_path: Path) -> None:
+    import re
+
+    docs = (Path(__file__).parents[3] / "docs" / "configuration.md").read_text()
+    example = next(b for b in re.findall(r"```yaml\n(.*?)```", docs, re.S) if "agent:" in b)
+    config = load_collect_config(_write(tmp_path, example))
+    assert config.receiver is not None and config.receiver["listen"] == ("0.0.0.0", 4318)
+    assert config.agent is not None and config.agent["cloud"] == "aws"
+    assert config.agent["spool"] == Path("/var/lib/whyjob-agent")

@@ -1,0 +1,227 @@
+"""Node-local sources of `whyjob agent`: the kernel log and the kubelet's container log files.
+
+- `KernelLog` follows `/dev/kmsg` (one record per line: `PRI,SEQ,USEC,FLAGS;message`), so Xid,
+  OOM-killer, I/O and NIC lines are read as the kernel prints them; its checkpoint is the last
+  sequence number read, so a restarted agent neither skips nor repeats a line. The records go
+  through the kernel parser as raw dmesg lines dated from the boot time.
+- `PodLogs` tails `/var/log/pods/<namespace>_<pod>_<uid>/<container>/<n>.log` (CRI format), each
+  file from the offset its checkpoint holds (inode:offset, so a rotated file starts over), and
+  keeps what `LogRetention` says; when a container's next run starts, the last lines of the one
+  that ended are kept too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Final
+
+from whyjob.collector.ingest import kernel, podlogs
+from whyjob.collector.ingest.base import Context, IngestOptions, Item
+from whyjob.collector.live.health import Health
+from whyjob.collector.live.logs import LogRetention
+from whyjob.collector.live.sink import Batch
+
+__all__ = ["KernelLog", "PodLogs", "boot_time_ms"]
+
+_BATCH_LINES: Final = 2000
+
+Put = Callable[[Batch], None]
+
+
+def boot_time_ms(proc_stat: Path = Path("/proc/stat")) -> int:
+    """When this machine booted: `btime` of /proc/stat."""
+    for line in proc_stat.read_text().splitlines():
+        if line.startswith("btime "):
+            return int(line.split()[1]) * 1000
+    raise RuntimeError(f"no btime in {proc_stat}")
+
+
+class _Thread:
+    """A source with its own thread, started and joined like the collectors."""
+
+    name = "source"
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+
+    def start(self, stop: threading.Event) -> None:
+        self._thread = threading.Thread(
+            target=self.run, args=(stop,), name=f"whyjob-{self.name}", daemon=True
+        )
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self, stop: threading.Event) -> None:
+        raise NotImplementedError
+
+
+class KernelLog(_Thread):
+    name = "kernel"
+
+    def __init__(
+        self,
+        put: Put,
+        health: Health,
+        node: str,
+        options: IngestOptions,
+        checkpoint: str | None,
+        *,
+        path: Path = Path("/dev/kmsg"),
+        boot_ms: int | None = None,
+        poll_s: float = 0.2,
+    ) -> None:
+        super().__init__()
+        self.put, self.health, self.node, self.path = put, health, node, path
+        self.options = replace(
+            options, node=node, boot_time=boot_ms if boot_ms is not None else boot_time_ms()
+        )
+        self.last_seq = int(checkpoint) if checkpoint else -1
+        self.poll_s = poll_s
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            stream = self.path.open("rb", buffering=0)
+        except OSError as exc:
+            self.health.error(self.name, f"cannot read {self.path}: {exc.strerror}")
+            return
+        with stream:
+            pending: list[tuple[int, str]] = []
+            seq = self.last_seq
+            last_put = time.monotonic()
+            while not stop.is_set():
+                try:
+                    record = stream.read(8192)  # /dev/kmsg: one record per read
+                except OSError as exc:  # EPIPE: the ring buffer overwrote records not yet read
+                    self.health.error(self.name, f"{self.path}: {exc.strerror}", down=False)
+                    continue
+                if not record:  # a regular file at its end (tests); /dev/kmsg blocks instead
+                    if pending:
+                        seq = self._send(pending, seq)
+                        pending, last_put = [], time.monotonic()
+                    stop.wait(self.poll_s)
+                    continue
+                for line in record.decode("utf-8", "replace").splitlines():
+                    parsed = _kmsg(line)
+                    if parsed is None or parsed[0] <= self.last_seq:
+                        continue
+                    number, usec, message = parsed
+                    self.last_seq = number
+                    pending.append(
+                        (number, f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] {message}")
+                    )
+                if len(pending) >= _BATCH_LINES or time.monotonic() - last_put > 1.0:
+                    seq = self._send(pending, seq)
+                    pending, last_put = [], time.monotonic()
+
+    def _send(self, lines: list[tuple[int, str]], seq: int) -> int:
+        ctx = Context(f"kmsg:{self.node}", self.options)
+        items: list[Item] = list(kernel.parse_kernel_text(ctx, lines))
+        last = lines[-1][0]
+        self.put(Batch(self.name, f"kmsg:{self.node}", items, {self.name: str(last)}))
+        self.health.ok(self.name)
+        self.health.count(self.name, "lines", len(lines))
+        return last
+
+
+def _kmsg(line: str) -> tuple[int, int, str] | None:
+    """`PRI,SEQ,USEC,FLAGS[,...];message` → (seq, usec, message); continuation lines (which
+    start with a space and carry `KEY=value` device details) are skipped."""
+    head, sep, message = line.partition(";")
+    if not sep or line.startswith(" "):
+        return None
+    fields = head.split(",")
+    try:
+        return int(fields[1]), int(fields[2]), message
+    except (IndexError, ValueError):
+        return None
+
+
+class PodLogs(_Thread):
+    name = "pod-logs"
+
+    def __init__(
+        self,
+        put: Put,
+        health: Health,
+        options: IngestOptions,
+        checkpoints: Mapping[str, str],
+        retention: LogRetention,
+        *,
+        root: Path = Path("/var/log/pods"),
+        poll_s: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.put, self.health, self.options, self.root = put, health, options, root
+        self.retention = retention
+        self.poll_s = poll_s
+        # path -> (inode, offset, lines) of what has been read
+        self.offsets: dict[str, tuple[int, int, int]] = {}
+        for key, value in checkpoints.items():
+            if key.startswith("pod-log:"):
+                inode, offset, lines = (int(part) for part in value.split(":"))
+                self.offsets[key[len("pod-log:") :]] = (inode, offset, lines)
+        self._runs: dict[tuple[str, str], int] = {}  # (pod dir, container) -> newest restart
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.scan()
+            except OSError as exc:
+                self.health.error(self.name, f"{self.root}: {exc.strerror}", down=False)
+            stop.wait(self.poll_s)
+
+    def scan(self) -> None:
+        """Read what every log file gained since the last scan."""
+        for path in sorted(self.root.glob("*/*/*.log")):
+            self._read(path)
+        for item in self.retention.flush_idle():
+            self.put(Batch(self.name, "pod-logs", [item]))
+        self.health.ok(self.name)
+
+    def _read(self, path: Path) -> None:
+        key = str(path)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return
+        inode, offset, seen = self.offsets.get(key, (stat.st_ino, 0, 0))
+        if inode != stat.st_ino or stat.st_size < offset:
+            offset = seen = 0  # rotated or truncated: a new file under the old name
+        if stat.st_size == offset:
+            return
+        with path.open("rb") as stream:
+            stream.seek(offset)
+            data = stream.read(16 * 1024 * 1024)
+        end = data.rfind(b"\n") + 1  # only whole lines; a partial one waits for the next scan
+        if end == 0:
+            return
+        hints = podlogs.pod_from_path(key)
+        ctx = Context(key, self.options, path_hints=hints)
+        text = data[:end].decode("utf-8", "replace").splitlines()
+        lines = [(seen + n, line) for n, line in enumerate(text, start=1)]
+        items = self._ended_run(path, hints) + self.retention.filter(
+            podlogs.parse_cri_text(ctx, lines)
+        )
+        mark = (stat.st_ino, offset + end, seen + len(lines))
+        self.offsets[key] = mark
+        self.put(Batch(self.name, key, items, {f"pod-log:{key}": ":".join(map(str, mark))}))
+        self.health.count(self.name, "lines", len(lines))
+
+    def _ended_run(self, path: Path, hints: Mapping[str, object]) -> list[Item]:
+        """A container's next run began: keep the held last lines of the run that ended."""
+        restart = hints.get("restart")
+        if not isinstance(restart, int):
+            return []
+        run = (str(path.parent.parent), path.parent.name)
+        before = self._runs.get(run)
+        self._runs[run] = max(restart, before if before is not None else restart)
+        if before is None or restart <= before:
+            return []
+        return self.retention.flush_stream(str(hints.get("uid")), path.parent.name, before)
