@@ -17,6 +17,7 @@ from whyjob.cli import (
     ingest_cmd,
     inspect_cmd,
     rules_cmd,
+    serve_cmd,
     sim_cmd,
 )
 from whyjob.cli.state import state_of
@@ -81,6 +82,7 @@ app.command("diagnose")(diagnose_cmd.diagnose)
 app.command("ingest")(ingest_cmd.ingest)
 app.command("collect")(collect_cmd.collect)
 app.command("agent")(agent_cmd.agent)
+app.command("serve")(serve_cmd.serve)
 app.command("simulate")(sim_cmd.simulate)
 app.command("demo")(sim_cmd.demo)
 app.command("experiments")(inspect_cmd.experiments)

@@ -15,6 +15,7 @@ COMMANDS = frozenset(
         "ingest",
         "collect",
         "agent",
+        "serve",
         "simulate",
         "demo",
         "experiments",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from whyjob.core.configfile import TOP_KEYS
 from whyjob.core.errors import ConfigError
 from whyjob.core.experiments import DEFAULT_LAUNCHERS, Launcher
 
@@ -57,10 +58,8 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-# `metrics` and `collectors` configure `whyjob collect` (collector/live/config.py checks them).
-_KNOWN_KEYS = {
-    "index", "cluster", "experiments", "rules", "logs", "metrics", "receiver", "collectors", "agent",
-}  # fmt: skip
+# The other top-level sections belong to the parts that read them (core/configfile.py).
+_KNOWN_KEYS = TOP_KEYS
 _LOG_KEYS = {"checkpoint", "progress", "error"}
 _EXPERIMENT_KEYS = {"labels", "launchers"}
 _LAUNCHER_KEYS = {"name", "label", "rank_labels", "attempt_label"}

@@ -74,3 +74,12 @@ def test_every_receiver_and_agent_key_is_documented() -> None:
     for section, keys in (("receiver", RECEIVER_KEYS), ("agent", AGENT_KEYS)):
         for key in keys:
             assert f"`{section}.{key}`" in text, f"{section}.{key}"
+
+
+def test_every_surface_key_is_documented() -> None:
+    from whyjob.api.config import ALERTS_KEYS, API_KEYS, SLACK_KEYS
+
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    for section, keys in (("api", API_KEYS), ("alerts", ALERTS_KEYS), ("slack", SLACK_KEYS)):
+        for key in keys:
+            assert f"`{section}.{key}`" in text, f"{section}.{key}"

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TextEndpoint", "free_port", "prometheus"]
+__all__ = ["TextEndpoint", "alertmanager", "free_port", "prometheus"]
 
 
 def free_port() -> int:
@@ -116,3 +116,54 @@ def prometheus(workdir: Path, targets: list[str], scrape_interval: str = "1s") -
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+@contextmanager
+def alertmanager(workdir: Path) -> Iterator[str]:
+    """A real Alertmanager (Debian `prometheus-alertmanager`), clustering off; yields its URL."""
+    binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+    if binary is None:
+        raise RuntimeError(
+            "the alertmanager binary is missing: ./scripts/setup installs the Debian package "
+            "prometheus-alertmanager (WHYJOB_TEST_DEBS)"
+        )
+    port = free_port()
+    config = workdir / "alertmanager.yml"
+    config.write_text("route:\n  receiver: quiet\nreceivers:\n  - name: quiet\n")
+    log = (workdir / "alertmanager.log").open("w")
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.path={workdir / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url + "/-/ready", process, workdir / "alertmanager.log")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not come up: {log.read_text()[-2000:]}")
+        time.sleep(0.1)

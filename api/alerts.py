@@ -1,0 +1,234 @@
+"""Stuck restart loops: experiments that restart and restart without getting anywhere.
+
+An experiment loops when at least `min_restarts` of its runs failed on their own (first
+dominoes, not collateral ranks) within `window`, and none of them got further than the one
+before (no new checkpoint, no later step). The alert says what kind of loop it is (the same
+user error, a maintenance storm, a bad node, unschedulable) and whether retrying can help,
+both from the experiment's Explanation. It fires to every sink, is repeated while it lasts
+(Alertmanager forgets alerts it does not hear about again), and is resolved as soon as a run
+makes progress or the failures fall out of the window.
+
+Sinks: Alertmanager's API v2, a generic webhook (JSON), and Slack (slack.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from whyjob.core.timeutil import format_ts
+from whyjob.explain.model import Attempt, Explanation
+
+__all__ = [
+    "AlertmanagerSink",
+    "LoopAlert",
+    "LoopDetector",
+    "Sink",
+    "WebhookSink",
+    "loop_alert",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopAlert:
+    namespace: str
+    experiment: str
+    kind: str
+    restarts: int
+    retry_helps: bool | None
+    reason: str
+    summary: str
+    category: str
+    gpu_hours_lost: float
+    url: str
+    since_ms: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.experiment)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "experiment": self.experiment,
+            "kind": self.kind,
+            "restarts": self.restarts,
+            "retry_helps": self.retry_helps,
+            "reason": self.reason,
+            "summary": self.summary,
+            "category": self.category,
+            "gpu_hours_lost": self.gpu_hours_lost,
+            "url": self.url,
+            "since": format_ts(self.since_ms),
+        }
+
+
+def _step(attempt: Attempt) -> int:
+    return max(attempt.last_checkpoint_step or -1, attempt.last_step or -1)
+
+
+def loop_alert(
+    explanation: Explanation, *, min_restarts: int, window_s: float, now_ms: int, url: str
+) -> LoopAlert | None:
+    """The alert this experiment deserves now, or None."""
+    roots = [
+        a
+        for a in explanation.attempts
+        if a.failed
+        and a.category != "peer.failure"
+        and a.ended_at is not None
+        and now_ms - a.ended_at <= window_s * 1000
+    ]
+    roots.sort(key=lambda a: a.ended_at or 0)
+    if len(roots) < min_restarts:
+        return None
+    start = roots[0].started_at or 0
+    best = max((_step(a) for a in explanation.attempts if (a.started_at or 0) <= start), default=-1)
+    if any(_step(a) > best for a in explanation.attempts if (a.started_at or 0) > start):
+        return None  # a later run got further: training is moving, however bumpily
+    loop, retry = explanation.loop, explanation.retry_helps
+    experiment = explanation.experiment
+    return LoopAlert(
+        namespace=experiment.namespace,
+        experiment=experiment.name,
+        kind=loop.kind or "mixed",
+        restarts=len(roots),
+        retry_helps=retry.value,
+        reason=retry.reason,
+        summary=explanation.verdict.summary,
+        category=explanation.verdict.category,
+        gpu_hours_lost=round(explanation.gpu_hours.lost, 1),
+        url=url,
+        since_ms=roots[0].ended_at or now_ms,
+    )
+
+
+class Sink(Protocol):
+    def fire(self, alert: LoopAlert) -> None: ...
+
+    def resolve(self, alert: LoopAlert) -> None: ...
+
+
+def _post(url: str, document: Any, timeout_s: float = 10.0) -> None:
+    request = urllib.request.Request(
+        url, orjson.dumps(document), {"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        response.read()
+
+
+class AlertmanagerSink:
+    """POST /api/v2/alerts: firing with no end (renewed every check), resolved with endsAt now."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/") + "/api/v2/alerts"
+
+    def _alert(self, alert: LoopAlert, ends: int | None) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "labels": {
+                "alertname": "WhyjobRestartLoop",
+                "namespace": alert.namespace,
+                "experiment": alert.experiment,
+                "loop_kind": alert.kind,
+                "severity": "warning" if alert.retry_helps else "critical",
+            },
+            "annotations": {
+                "summary": f"{alert.experiment} restarted {alert.restarts} times without progress ({alert.kind})",
+                "description": alert.summary,
+                "retry_helps": "unknown"
+                if alert.retry_helps is None
+                else ("yes" if alert.retry_helps else "no"),
+                "retry_reason": alert.reason,
+                "gpu_hours_lost": f"{alert.gpu_hours_lost:g}",
+            },
+            "startsAt": format_ts(alert.since_ms),
+            "generatorURL": alert.url,
+        }
+        if ends is not None:
+            document["endsAt"] = format_ts(ends)
+        return document
+
+    def fire(self, alert: LoopAlert) -> None:
+        _post(self.url, [self._alert(alert, None)])
+
+    def resolve(self, alert: LoopAlert) -> None:
+        _post(self.url, [self._alert(alert, int(time.time() * 1000))])
+
+
+class WebhookSink:
+    """A POST of `{"status": "firing" | "resolved", "alert": {...}}` to any URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def fire(self, alert: LoopAlert) -> None:
+        _post(self.url, {"status": "firing", "alert": alert.to_json()})
+
+    def resolve(self, alert: LoopAlert) -> None:
+        _post(self.url, {"status": "resolved", "alert": alert.to_json()})
+
+
+class LoopDetector:
+    """Checks the experiments it is given; fires new loops, renews firing ones, resolves the
+    ones that ended. One failing sink never keeps the others from hearing."""
+
+    def __init__(
+        self,
+        sinks: Sequence[Sink],
+        *,
+        min_restarts: int = 3,
+        window_s: float = 6 * 3600,
+        url_for: Callable[[str, str], str] = lambda ns, name: "",
+        on_error: Callable[[str], object] = lambda message: None,
+    ) -> None:
+        self.sinks = sinks
+        self.min_restarts = min_restarts
+        self.window_s = window_s
+        self.url_for = url_for
+        self.on_error = on_error
+        self.firing: dict[tuple[str, str], LoopAlert] = {}
+        self._lock = threading.Lock()
+
+    def check(self, explanations: Iterable[Explanation], now_ms: int | None = None) -> list[str]:
+        """One round; returns what happened ("fired ns/name", "resolved ns/name")."""
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        current: dict[tuple[str, str], LoopAlert] = {}
+        for explanation in explanations:
+            experiment = explanation.experiment
+            alert = loop_alert(
+                explanation,
+                min_restarts=self.min_restarts,
+                window_s=self.window_s,
+                now_ms=now,
+                url=self.url_for(experiment.namespace, experiment.name),
+            )
+            if alert is not None:
+                current[alert.key] = alert
+        events: list[str] = []
+        with self._lock:
+            for key, alert in current.items():
+                new = key not in self.firing
+                self._send("fire", alert)
+                if new:
+                    events.append(f"fired {key[0]}/{key[1]}")
+            for key, alert in list(self.firing.items()):
+                if key not in current:
+                    self._send("resolve", alert)
+                    events.append(f"resolved {key[0]}/{key[1]}")
+            self.firing = current
+        return events
+
+    def _send(self, what: str, alert: LoopAlert) -> None:
+        for sink in self.sinks:
+            try:
+                getattr(sink, what)(alert)
+            except Exception as exc:  # a sink that is down must not silence the others
+                self.on_error(
+                    f"{type(sink).__name__} {what} {alert.namespace}/{alert.experiment}: {exc}"
+                )

@@ -1,0 +1,224 @@
+"""`whyjob serve`: the HTTP API and the web timeline (FastAPI).
+
+Routes (OpenAPI at /openapi.json, docs at /docs):
+- `GET /api/v1/experiments?q=&status=`: experiments the caller may read, with their status
+- `GET /api/v1/experiments/{namespace}/{name}`: one experiment's status
+- `GET /api/v1/experiments/{namespace}/{name}/explanation`: the Explanation (as `--json`)
+- `GET /api/v1/experiments/{namespace}/{name}/timeline`: the timeline's swimlane data
+- `GET /api/v1/evidence/{id}`: one record and its raw source
+- `GET /`, `/experiments/{namespace}/{name}`, `/evidence/{id}`: the web pages
+- `POST /slack/command`: the `/whyjob` slash command (when Slack is configured)
+- `GET /healthz`, `GET /metrics`: unauthenticated, say nothing about experiments
+
+Every other route needs a principal (access.py) and checks the namespace of what it returns.
+Each request is written to the audit log: who, what, the answer's status.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+
+import orjson
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
+
+from whyjob.api import web
+from whyjob.api.access import Access, Principal
+from whyjob.api.service import Service, status_of
+from whyjob.api.timeline import timeline_view
+from whyjob.core.errors import NotFound
+
+__all__ = ["ApiOptions", "create_app"]
+
+_COOKIE = "whyjob_token"
+
+
+@dataclass
+class ApiOptions:
+    access: Access
+    audit: TextIO | None = None
+    public_url: str = ""
+    login_links: bool = False  # `/login?token=...` sets the cookie (a link for a browser)
+    slack_command: Callable[[dict[str, str], bytes], dict[str, Any]] | None = None
+    counters: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _principal(request: Request) -> Principal:
+    """The caller, from a bearer token (header, or the login cookie) or the trusted proxy."""
+    options: ApiOptions = request.app.state.options
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    if "authorization" not in headers and (cookie := request.cookies.get(_COOKIE)):
+        headers["authorization"] = f"Bearer {cookie}"
+    found = options.access.principal(request.client.host if request.client else None, headers)
+    if found is None:
+        request.state.who = "anonymous"
+        raise HTTPException(
+            401,
+            "a bearer token (or the trusted proxy's headers) is needed",
+            {"WWW-Authenticate": "Bearer"},
+        )
+    request.state.who = f"{found.via}:{found.name}"
+    return found
+
+
+Who = Annotated[Principal, Depends(_principal)]
+
+
+def create_app(service: Service, options: ApiOptions) -> FastAPI:
+    app = FastAPI(
+        title="whyjob",
+        description="What happened to my training job? Explanations of GPU training failures.",
+        version="1",
+    )
+    app.state.options = options
+
+    def audit(request: Request, who: str, status: int) -> None:
+        with options.lock:
+            options.counters[f"{request.method} {status}"] += 1
+            if options.audit is not None:
+                options.audit.write(
+                    orjson.dumps(
+                        {
+                            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                            "who": who,
+                            "method": request.method,
+                            "path": request.url.path,
+                            "query": str(request.url.query) or None,
+                            "status": status,
+                            "client": request.client.host if request.client else None,
+                        }
+                    ).decode()
+                    + "\n"
+                )
+                options.audit.flush()
+
+    @app.middleware("http")
+    async def audited(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        audit(request, getattr(request.state, "who", "-"), response.status_code)
+        return response
+
+    def explained(who: Principal, namespace: str, name: str) -> Any:
+        try:
+            return service.explanation(who, namespace, name)
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    # -- API -----------------------------------------------------------------------------------
+
+    @app.get("/api/v1/experiments")
+    def list_experiments(
+        who: Who, q: str | None = None, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        return service.experiments(who, q, status)
+
+    @app.get("/api/v1/experiments/{namespace}/{name}")
+    def experiment_status(namespace: str, name: str, who: Who) -> dict[str, Any]:
+        explanation = explained(who, namespace, name)
+        return {
+            "experiment": explanation.experiment.to_json(),
+            "status": status_of(explanation),
+            "verdict": explanation.verdict.to_json(),
+            "loop": explanation.loop.to_json(),
+            "gpu_hours": explanation.gpu_hours.to_json(),
+        }
+
+    @app.get("/api/v1/experiments/{namespace}/{name}/explanation")
+    def explanation(namespace: str, name: str, who: Who) -> Response:
+        document = explained(who, namespace, name).to_json()
+        return Response(orjson.dumps(document), media_type="application/json")
+
+    @app.get("/api/v1/experiments/{namespace}/{name}/timeline")
+    def timeline(namespace: str, name: str, who: Who) -> Response:
+        view = timeline_view(explained(who, namespace, name), now_ms=_now_ms())
+        return Response(orjson.dumps(view), media_type="application/json")
+
+    @app.get("/api/v1/evidence/{evidence_id}")
+    def evidence(evidence_id: str, who: Who) -> dict[str, Any]:
+        try:
+            return service.evidence(who, evidence_id)
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    # -- web -----------------------------------------------------------------------------------
+
+    @app.get("/", response_class=HTMLResponse)
+    def index_page(who: Who, q: str | None = None, status: str | None = None) -> str:
+        return web.index_page(who, service.experiments(who, q, status or None), q, status)
+
+    @app.get("/experiments/{namespace}/{name}", response_class=HTMLResponse)
+    def experiment_page(namespace: str, name: str, who: Who) -> str:
+        explanation = explained(who, namespace, name)
+        return web.experiment_page(who, explanation, status_of(explanation), _now_ms())
+
+    @app.get("/evidence/{evidence_id}", response_class=HTMLResponse)
+    def evidence_page(evidence_id: str, who: Who) -> str:
+        try:
+            record = service.evidence(who, evidence_id)
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from None
+        return web.evidence_page(who, record)
+
+    @app.get("/login", include_in_schema=False)
+    def login(token: str, next: str = "/") -> Response:
+        if not options.login_links:
+            raise HTTPException(404, "login links are off (api.login_links)")
+        if options.access.principal(None, {"authorization": f"Bearer {token}"}) is None:
+            raise HTTPException(401, "unknown token")
+        target = next if next.startswith("/") and not next.startswith("//") else "/"
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(_COOKIE, token, httponly=True, samesite="strict")
+        response.headers["Referrer-Policy"] = "no-referrer"
+        return response
+
+    # -- Slack ---------------------------------------------------------------------------------
+
+    @app.post("/slack/command", include_in_schema=False)
+    async def slack_command(request: Request) -> Response:
+        if options.slack_command is None:
+            raise HTTPException(404, "Slack is not configured")
+        body = await request.body()
+        request.state.who = "slack"
+        answer = options.slack_command({k.lower(): v for k, v in request.headers.items()}, body)
+        status = int(answer.pop("_status", 200))
+        return JSONResponse(answer, status_code=status)
+
+    # -- operations ----------------------------------------------------------------------------
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/metrics", include_in_schema=False, response_class=PlainTextResponse)
+    def metrics() -> str:
+        with options.lock:
+            counts = dict(options.counters)
+        lines = ["# TYPE whyjob_api_requests_total counter"]
+        for key, value in sorted(counts.items()):
+            method, status = key.split(" ")
+            lines.append(
+                f'whyjob_api_requests_total{{method="{method}",status="{status}"}} {value}'
+            )
+        return "\n".join(lines) + "\n"
+
+    return app
+
+
+def open_audit(path: Path | None) -> TextIO | None:
+    if path is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.open("a", encoding="utf-8")

@@ -1,0 +1,69 @@
+"""The `api:`, `alerts:` and `slack:` sections of the config file (docs/configuration.md)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from whyjob.core.configfile import ConfigFile
+
+__all__ = ["ALERTS_KEYS", "API_KEYS", "SLACK_KEYS", "load_surface_config"]
+
+API_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
+    "listen": ("listen", ("127.0.0.1", 8080)),
+    "tokens": ("path", None),
+    "proxy_cidrs": ("list", []),
+    "proxy_user_header": ("str", "X-Forwarded-User"),
+    "proxy_groups_header": ("str", "X-Forwarded-Groups"),
+    "groups": ("map", {}),
+    "audit_log": ("path", None),
+    "public_url": ("str", None),  # None: http://LISTEN
+    "login_links": ("bool", False),
+    "cache": ("duration", 30.0),
+}
+ALERTS_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
+    "min_restarts": ("int", 3),
+    "window": ("duration", 6 * 3600.0),
+    "interval": ("duration", 60.0),
+    "alertmanager": ("str", None),
+    "webhook": ("str", None),
+    "slack": ("bool", True),
+}
+SLACK_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
+    "token": ("str", None),
+    "signing_secret": ("str", None),
+    "base_url": ("str", None),
+    "default_channel": ("str", None),
+    "routes": ("map", {}),
+    "owner_label": ("str", "whyjob.io/owner"),
+    "per_channel_per_minute": ("int", 20),
+    "state": ("path", None),
+    "command_namespaces": ("list", []),
+}
+
+
+def load_surface_config(path: Path | None) -> dict[str, dict[str, Any]]:
+    """The three sections with defaults filled in (all defaults without a config file)."""
+    if path is None:
+        slack = {k: d for k, (_, d) in SLACK_KEYS.items()}
+        slack["token"] = os.environ.get("WHYJOB_SLACK_TOKEN")
+        slack["signing_secret"] = os.environ.get("WHYJOB_SLACK_SIGNING_SECRET")
+        return {
+            "api": {k: d for k, (_, d) in API_KEYS.items()},
+            "alerts": {k: d for k, (_, d) in ALERTS_KEYS.items()},
+            "slack": slack,
+        }
+    f = ConfigFile(path)
+    slack = f.section(f.top.get("slack"), SLACK_KEYS, "slack")
+    # Secrets may stay out of the file: mounted as environment variables from a Secret.
+    slack["token"] = slack["token"] or os.environ.get("WHYJOB_SLACK_TOKEN")
+    slack["signing_secret"] = slack["signing_secret"] or os.environ.get(
+        "WHYJOB_SLACK_SIGNING_SECRET"
+    )
+    return {
+        "api": f.section(f.top.get("api"), API_KEYS, "api"),
+        "alerts": f.section(f.top.get("alerts"), ALERTS_KEYS, "alerts"),
+        "slack": slack,
+    }

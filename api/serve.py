@@ -1,0 +1,167 @@
+"""Putting `whyjob serve` together from the config file: access, the app, the loop watch, Slack."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from fastapi import FastAPI
+
+from whyjob.api.access import Access, Principal, TrustedProxy, digest, load_tokens
+from whyjob.api.alerts import AlertmanagerSink, LoopDetector, Sink, WebhookSink
+from whyjob.api.app import ApiOptions, create_app, open_audit
+from whyjob.api.service import Service
+from whyjob.api.slack import MemoryThreadStore, SlackNotifier, SqliteThreadStore
+from whyjob.api.slackwire import SlackLoopSink, notify_failures, routes_from, slash_command
+from whyjob.explain.model import Explanation
+from whyjob.explain.ruleset import RuleSet
+
+__all__ = ["Served", "build"]
+
+_EVERYTHING = Principal("loop-watch", frozenset({"*"}), via="internal")
+
+
+@dataclass
+class Served:
+    app: FastAPI
+    listen: tuple[str, int]
+    detector: LoopDetector | None
+    service: Service
+    notes: list[str]
+    notify: Callable[[list[Explanation], int], int] | None = None
+
+    def check(self, window_s: float, log: TextIO = sys.stderr, now_ms: int | None = None) -> None:
+        """One round: the experiments seen within the window, their loops and new failures."""
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        since = now / 1000 - window_s
+        names = [
+            (row["namespace"], row["name"])
+            for row in self.service.experiments(_EVERYTHING, limit=10_000)
+            if _seen_after(row["last_seen"], since)
+        ]
+        explanations = [self.service.explanation(_EVERYTHING, ns, name) for ns, name in names]
+        # Failures first: their first message starts the experiment's thread, where the loop
+        # alert then goes.
+        if self.notify is not None:
+            posted = self.notify(explanations, now)
+            if posted:
+                log.write(f"whyjob serve: {posted} Slack notification(s)\n")
+        if self.detector is not None:
+            for event in self.detector.check(explanations, now):
+                log.write(f"whyjob serve: loop {event}\n")
+
+    def watch(
+        self, interval_s: float, window_s: float, stop: threading.Event, log: TextIO = sys.stderr
+    ) -> None:
+        """`check` every `interval_s` until stopped; a failed round is reported, not fatal."""
+        while not stop.is_set():
+            try:
+                self.check(window_s, log)
+            except Exception as exc:  # the watch goes on; the next round tries again
+                log.write(f"whyjob serve: watch: {type(exc).__name__}: {exc}\n")
+            stop.wait(interval_s)
+
+
+def _seen_after(stamp: str, since: float) -> bool:
+    from whyjob.core.timeutil import parse_ts
+
+    try:
+        return parse_ts(stamp) / 1000 >= since
+    except ValueError:
+        return False
+
+
+def build(
+    config: Mapping[str, Mapping[str, Any]],
+    index: Path,
+    rules: RuleSet,
+    *,
+    slack_client: Any = None,
+) -> Served:
+    """The app and its watch from the config sections; `slack_client` replaces the WebClient
+    that `slack.token` would make (tests aim one at a stand-in)."""
+    api, alerts, slack = config["api"], config["alerts"], config["slack"]
+    host, port = api["listen"]
+    public = (api["public_url"] or f"http://{host}:{port}").rstrip("/")
+    notes: list[str] = []
+    tokens = load_tokens(api["tokens"]) if api["tokens"] else {}
+    proxy = (
+        TrustedProxy(
+            api["proxy_cidrs"], api["groups"], api["proxy_user_header"], api["proxy_groups_header"]
+        )
+        if api["proxy_cidrs"]
+        else None
+    )
+    if not tokens and proxy is None:
+        # Nothing configured: a token for this run only, so the server is never open to all.
+        token = secrets.token_urlsafe(24)
+        tokens = {digest(token): Principal("local", frozenset({"*"}))}
+        notes.append(
+            f"no api.tokens or proxy configured: this run's token (reads everything) is {token}"
+        )
+        notes.append(f"open {public}/login?token={token}")
+    service = Service(index, rules, cache_s=api["cache"])
+
+    def url_for(namespace: str, name: str) -> str:
+        return f"{public}/experiments/{namespace}/{name}"
+
+    notify: Callable[[list[Explanation], int], int] | None = None
+    slack_sink: Sink | None = None
+    if slack_client is None and slack["token"]:
+        from slack_sdk import WebClient
+
+        kwargs = {"base_url": slack["base_url"]} if slack["base_url"] else {}
+        slack_client = WebClient(token=slack["token"], **kwargs)
+    if slack_client is not None:
+        store = SqliteThreadStore(slack["state"]) if slack["state"] else MemoryThreadStore()
+        notifier = SlackNotifier(
+            slack_client, store, per_channel_per_minute=slack["per_channel_per_minute"]
+        )
+        routes = routes_from(slack)
+
+        def notify(explanations: list[Explanation], now_ms: int) -> int:
+            return notify_failures(
+                notifier,
+                explanations,
+                service.pod_labels,
+                url_for,
+                routes,
+                slack["default_channel"],
+                window_s=alerts["window"],
+                now_ms=now_ms,
+            )
+
+        slack_sink = SlackLoopSink(slack_client, store, routes, slack["default_channel"])
+    options = ApiOptions(
+        Access(tokens, proxy),
+        audit=open_audit(api["audit_log"]),
+        public_url=public,
+        login_links=api["login_links"] or bool(notes),
+        slack_command=slash_command(slack, service, url_for) if slack["signing_secret"] else None,
+    )
+    app = create_app(service, options)
+    sinks: list[Sink] = []
+    if alerts["alertmanager"]:
+        sinks.append(AlertmanagerSink(alerts["alertmanager"]))
+    if alerts["webhook"]:
+        sinks.append(WebhookSink(alerts["webhook"]))
+    if slack_sink is not None and alerts["slack"]:
+        sinks.append(slack_sink)
+    detector = (
+        LoopDetector(
+            sinks,
+            min_restarts=alerts["min_restarts"],
+            window_s=alerts["window"],
+            url_for=url_for,
+            on_error=lambda message: sys.stderr.write(f"whyjob serve: alert: {message}\n"),
+        )
+        if sinks
+        else None
+    )
+    return Served(app, api["listen"], detector, service, notes, notify)

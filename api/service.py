@@ -1,0 +1,178 @@
+"""What the HTTP surfaces ask of the index, with each answer checked against who asks.
+
+Everything goes through the one Explanation model (explain/engine.py): the API's JSON, the web
+timeline and Slack render it, none computes its own diagnosis. Explanations are cached for a
+short while (an index page lists dozens of experiments; a timeline page asks twice).
+
+An experiment in a namespace the principal may not read answers exactly like one that does not
+exist (404), so names do not leak either.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from whyjob.api.access import Principal
+from whyjob.core.errors import NotFound
+from whyjob.core.evidence import parse_id
+from whyjob.core.index import SqliteIndex
+from whyjob.core.timeutil import format_ts
+from whyjob.explain.engine import explain_experiment
+from whyjob.explain.model import Explanation
+from whyjob.explain.ruleset import RuleSet
+
+__all__ = ["Service", "status_of"]
+
+
+def status_of(explanation: Explanation) -> str:
+    """running | failed | looping | completed | pending | unknown, for lists and badges."""
+    if explanation.loop.looping:
+        return "looping"
+    return explanation.verdict.outcome
+
+
+@dataclass(slots=True)
+class _Cached:
+    at: float
+    explanation: Explanation
+
+
+class Service:
+    def __init__(self, index_path: Path, rules: RuleSet, *, cache_s: float = 30.0) -> None:
+        self.index_path = index_path
+        self.rules = rules
+        self.cache_s = cache_s
+        self._cache: dict[tuple[str, str], _Cached] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def _index(self) -> Iterator[SqliteIndex]:
+        index = SqliteIndex(self.index_path, readonly=True)
+        try:
+            yield index
+        finally:
+            index.close()
+
+    # -- experiments ---------------------------------------------------------------------------
+
+    def explanation(self, principal: Principal, namespace: str, name: str) -> Explanation:
+        if not principal.may_read(namespace):
+            raise NotFound(f"no experiment {name!r} in namespace {namespace!r}")
+        key = (namespace, name)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None and time.monotonic() - cached.at < self.cache_s:
+            return cached.explanation
+        with self._index() as index:
+            if not index.experiments(name=name, namespace=namespace, limit=1):
+                raise NotFound(f"no experiment {name!r} in namespace {namespace!r}")
+            explanation = explain_experiment(index, self.rules, name, namespace)
+        with self._lock:
+            self._cache[key] = _Cached(time.monotonic(), explanation)
+        return explanation
+
+    def experiments(
+        self,
+        principal: Principal,
+        query: str | None = None,
+        status: str | None = None,
+        limit: int = 200,
+    ) -> list[dict[str, Any]]:
+        """The experiments the principal may read, newest first, with their status."""
+        with self._index() as index:
+            records = [r for r in index.experiments(limit=5000) if principal.may_read(r.namespace)]
+        if query:
+            needle = query.lower()
+            records = [
+                r for r in records if needle in r.name.lower() or needle in r.namespace.lower()
+            ]
+        out = []
+        for record in records:
+            explanation = self.explanation(principal, record.namespace, record.name)
+            row = {
+                "name": record.name,
+                "namespace": record.namespace,
+                "launcher": record.launcher,
+                "first_seen": format_ts(record.first_seen),
+                "last_seen": format_ts(record.last_seen),
+                "status": status_of(explanation),
+                "category": explanation.verdict.category,
+                "grade": explanation.verdict.grade,
+                "summary": explanation.verdict.summary,
+                "restarts": explanation.loop.restarts,
+                "gpu_hours_lost": round(explanation.gpu_hours.lost, 1),
+            }
+            if status is None or row["status"] == status:
+                out.append(row)
+            if len(out) >= limit:
+                break
+        return out
+
+    def pod_labels(self, uid: str) -> dict[str, str]:
+        """A pod's labels (for routing notifications by label or owner)."""
+        with self._index() as index:
+            pods = index._pods("uid = ?", (uid,))
+        return {str(k): str(v) for k, v in (pods[0].labels or {}).items()} if pods else {}
+
+    # -- evidence ------------------------------------------------------------------------------
+
+    def evidence(self, principal: Principal, public_id: str) -> dict[str, Any]:
+        """One record and its raw source, if the principal may see what it is about: its
+        namespace, or for a node's, GPU's or instance's record, a pod of theirs on that node."""
+        try:
+            number = parse_id(public_id)
+        except ValueError:
+            raise NotFound(f"no evidence {public_id!r}") from None
+        with self._index() as index:
+            found = index.get([number])
+            if not found or not self._visible(index, principal, found[0]):
+                raise NotFound(f"no evidence {public_id!r}")
+            record = found[0]
+            raw = index.raw(number)
+        document = {
+            "id": record.public_id,
+            "at": format_ts(record.ts, precise=True),
+            "end": format_ts(record.ts_end, precise=True) if record.ts_end is not None else None,
+            "source": record.source,
+            "kind": record.kind,
+            "severity": record.severity,
+            "message": record.message,
+            "entities": record.entities(),
+            "attrs": record.attrs,
+            "origin": record.origin,
+        }
+        document["raw"] = raw.decode("utf-8", "replace") if raw is not None else None
+        return document
+
+    def _visible(self, index: SqliteIndex, principal: Principal, record: Any) -> bool:
+        if principal.everything:
+            return True
+        namespace = record.namespace
+        if namespace is None and record.pod_uid:
+            pods = index._pods("uid = ?", (record.pod_uid,))
+            namespace = pods[0].namespace if pods else None
+        if namespace is not None:
+            return principal.may_read(namespace)
+        node = record.node
+        if node is None and (record.gpu_uuid or record.instance_id):
+            kind, subject = (
+                ("gpu.node", record.gpu_uuid)
+                if record.gpu_uuid
+                else ("node.instance", record.instance_id)
+            )
+            bound = (
+                index.bindings(kind, subjects=[subject])
+                if kind == "gpu.node"
+                else index.bindings(kind, objects=[subject])
+            )
+            node = (bound[0].object if kind == "gpu.node" else bound[0].subject) if bound else None
+        if node is None or not principal.namespaces:
+            return False
+        pods = index.pods_on_node(node, 0, 2**62)
+        return any(principal.may_read(p.namespace) for p in pods)

@@ -1,0 +1,151 @@
+"""Slack in `whyjob serve`: failure notifications, loop alerts, and the `/whyjob` command.
+
+- After each check, every attempt that failed on its own (a first domino, not a collateral
+  rank) and ended within the window is notified once, threaded per experiment, routed by
+  namespace, label and owner (slack.py does the routing, threading, dedup and rate limits).
+- Loop alerts go to the same threads ("restart loop", then "resolved").
+- The slash command answers only about the namespaces `slack.command_namespaces` names: it is
+  heard by a whole workspace, so it gets no more than the operator grants it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from whyjob.api.access import Principal
+from whyjob.api.alerts import LoopAlert
+from whyjob.api.service import Service
+from whyjob.api.slack import (
+    OwnerRoute,
+    Route,
+    SlackNotifier,
+    ThreadStore,
+    command_handler,
+    escape,
+    route,
+)
+from whyjob.core.errors import NotFound
+from whyjob.explain.model import Explanation
+
+__all__ = ["SlackLoopSink", "notify_failures", "routes_from", "slash_command"]
+
+
+def routes_from(settings: Mapping[str, Any]) -> list[Route | OwnerRoute]:
+    """`slack.routes` (namespace glob -> channels) and the owner label, as slack.py routes."""
+    routes: list[Route | OwnerRoute] = [
+        Route(channel, namespace=glob)
+        for glob, channels in settings["routes"].items()
+        for channel in channels
+    ]
+    routes.append(OwnerRoute(settings["owner_label"]))
+    return routes
+
+
+def notify_failures(
+    notifier: SlackNotifier,
+    explanations: Iterable[Explanation],
+    labels_of: Callable[[str], Mapping[str, str]],
+    url_for: Callable[[str, str], str],
+    routes: list[Route | OwnerRoute],
+    default_channel: str | None,
+    *,
+    window_s: float,
+    now_ms: int | None = None,
+) -> int:
+    """Notify each recent first-domino failure once; returns how many messages went out."""
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    posted = 0
+    for explanation in explanations:
+        document = explanation.to_json()
+        experiment = explanation.experiment
+        url = url_for(experiment.namespace, experiment.name)
+        for attempt in explanation.attempts:
+            if (
+                not attempt.failed
+                or attempt.category == "peer.failure"
+                or attempt.ended_at is None
+                or now - attempt.ended_at > window_s * 1000
+            ):
+                continue
+            sent = notifier.notify(
+                document, attempt.id, labels_of(attempt.pod_uid), url, routes, default_channel
+            )
+            posted += sum(1 for s in sent if s.status == "posted")
+    notifier.flush()
+    return posted
+
+
+class SlackLoopSink:
+    """Loop alerts into each routed destination's thread of the experiment."""
+
+    def __init__(
+        self,
+        client: Any,
+        store: ThreadStore,
+        routes: list[Route | OwnerRoute],
+        default_channel: str | None,
+    ) -> None:
+        self.client, self.store, self.routes, self.default = client, store, routes, default_channel
+
+    def _post(self, alert: LoopAlert, what: str, text: str) -> None:
+        experiment = f"{alert.namespace}/{alert.experiment}"
+        document = {"experiment": {"namespace": alert.namespace, "name": alert.experiment}}
+        for destination in route(document, self.routes, self.default):
+            if destination.kind != "channel":
+                continue  # owners hear about each failure; the loop is the team channel's
+            key = f"loop:{alert.since_ms}:{what}"
+            if not self.store.claim(destination.key, experiment, key):
+                continue  # said already (a firing alert is renewed every check)
+            thread = self.store.thread(destination.key, experiment)
+            try:
+                answer = self.client.chat_postMessage(
+                    channel=destination.target, text=text, thread_ts=thread, unfurl_links=False
+                )
+            except Exception:
+                self.store.release(destination.key, experiment, key)
+                raise
+            if thread is None:  # the first word about this experiment starts its thread
+                self.store.set_thread(destination.key, experiment, str(answer["ts"]))
+            self.store.set_state(destination.key, experiment, key, "sent")
+
+    def fire(self, alert: LoopAlert) -> None:
+        retry = {
+            True: "retrying can help",
+            False: "retrying will not help",
+            None: "retry: unknown",
+        }[alert.retry_helps]
+        self._post(
+            alert,
+            "fired",
+            f":repeat: *Restart loop*: {escape(alert.experiment)} ({escape(alert.namespace)}) failed "
+            f"{alert.restarts} times without progress ({escape(alert.kind)}); {retry}: {escape(alert.reason)}. "
+            f"<{alert.url}|Timeline>",
+        )
+
+    def resolve(self, alert: LoopAlert) -> None:
+        self._post(
+            alert,
+            "resolved",
+            f":white_check_mark: Restart loop of {escape(alert.experiment)} resolved: progress resumed.",
+        )
+
+
+def slash_command(
+    settings: Mapping[str, Any], service: Service, url_for: Callable[[str, str], str]
+) -> Callable[[Mapping[str, str], bytes], dict[str, Any]]:
+    reader = Principal("slack", frozenset(settings["command_namespaces"]), via="slack")
+
+    def explain(name: str, namespace: str | None) -> Mapping[str, Any] | None:
+        if namespace is None:
+            found = [e for e in service.experiments(reader, name) if e["name"] == name]
+            if not found:
+                return None
+            namespace = found[0]["namespace"]
+        try:
+            return service.explanation(reader, namespace, name).to_json()
+        except NotFound:
+            return None
+
+    return command_handler(settings["signing_secret"], explain, lambda name, ns: url_for(ns, name))

@@ -1,0 +1,167 @@
+"""The web timeline in real headless Chromium (Debian `chromium` and `chromium-driver`, driven by
+Selenium): what the pages show, hover, zoom, links; and the screenshots kept under docs/.
+
+Set WHYJOB_SCREENSHOTS=docs/screenshots to refresh the committed screenshots."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service as DriverService
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+
+from tests.api.conftest import TOKENS, World, access_for
+from tests.standins.services import free_port
+from whyjob.api.app import ApiOptions, create_app
+
+
+@pytest.fixture(scope="module")
+def site(world: World) -> Iterator[str]:
+    port = free_port()
+    app = create_app(world.service, ApiOptions(access_for(world), login_links=True))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the API server did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if binary is None or driver_path is None:
+        raise RuntimeError(
+            "chromium and chromedriver are needed: ./scripts/setup installs them (WHYJOB_TEST_DEBS)"
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1500,1000",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=DriverService(driver_path), options=options)
+    yield driver
+    driver.quit()
+
+
+def _login(browser: webdriver.Chrome, site: str, who: str, next_path: str) -> None:
+    browser.delete_all_cookies()
+    browser.get(f"{site}/login?token={TOKENS[who]}&next={next_path}")
+
+
+def _shoot(browser: webdriver.Chrome, name: str, tmp_path: Path) -> None:
+    target = os.environ.get("WHYJOB_SCREENSHOTS")
+    folder = Path(target) if target else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(folder / name))
+    assert (folder / name).stat().st_size > 10_000
+
+
+def test_the_index_lists_the_teams_experiments_with_status(
+    browser: webdriver.Chrome, site: str, world: World, tmp_path: Path
+) -> None:
+    _login(browser, site, "ops", "/")
+    rows = {
+        r.get_attribute("data-experiment"): r.get_attribute("data-status")
+        for r in browser.find_elements(By.CSS_SELECTOR, "#experiments tbody tr")
+    }
+    assert rows[world.a[1]] == "failed" and rows[world.b[1]] == "looping"
+    browser.get(f"{site}/?status=looping")
+    shown = [
+        r.get_attribute("data-experiment")
+        for r in browser.find_elements(By.CSS_SELECTOR, "#experiments tbody tr")
+    ]
+    assert world.b[1] in shown and world.a[1] not in shown
+    _login(browser, site, "team-a", "/")
+    shown = [
+        r.get_attribute("data-experiment")
+        for r in browser.find_elements(By.CSS_SELECTOR, "#experiments tbody tr")
+    ]
+    assert world.a[1] in shown and world.b[1] not in shown
+    _shoot(browser, "experiments.png", tmp_path)
+
+
+def test_the_timeline_of_an_xid_shows_lanes_causes_and_evidence(
+    browser: webdriver.Chrome, site: str, world: World, tmp_path: Path
+) -> None:
+    namespace, name = world.a
+    _login(browser, site, "team-a", f"/experiments/{namespace}/{name}")
+    verdict = browser.find_element(By.ID, "verdict")
+    assert (
+        verdict.get_attribute("data-category") == "gpu.xid"
+        and verdict.get_attribute("data-grade") == "proven"
+    )
+    lanes = [
+        e.get_attribute("data-lane") for e in browser.find_elements(By.CSS_SELECTOR, ".lane-label")
+    ]
+    assert any(lane.startswith("rank:") for lane in lanes) and any(
+        lane.startswith("node:") for lane in lanes
+    )
+    bars = browser.find_elements(By.CSS_SELECTOR, "rect.bar")
+    assert {b.get_attribute("data-category") for b in bars} >= {"gpu.xid", "peer.failure"}
+    xid_bar = next(b for b in bars if b.get_attribute("data-category") == "gpu.xid")
+    assert xid_bar.get_attribute("fill") == "#c62828"  # coloured by cause
+    # Hover: the detail appears next to the pointer.
+    ActionChains(browser).move_to_element(xid_bar).perform()
+    tip = browser.find_element(By.ID, "tip")
+    assert tip.is_displayed() and "gpu.xid" in tip.text
+    # Zoom: the visible span halves, and "all" brings it back.
+    plot = browser.find_element(By.ID, "plot")
+    full = plot.get_dom_attribute("viewBox")
+    browser.find_element(By.ID, "zoom-in").click()
+    assert float(plot.get_dom_attribute("viewBox").split()[2]) == pytest.approx(
+        float(full.split()[2]) / 2
+    )
+    browser.find_element(By.ID, "zoom-reset").click()
+    assert plot.get_dom_attribute("viewBox") == full
+    _shoot(browser, "timeline-xid79.png", tmp_path)
+    # The narrative's evidence links open the record, raw source included.
+    link = browser.find_element(By.CSS_SELECTOR, "#chain a.evidence")
+    record_id = link.text
+    link.click()
+    assert browser.current_url.endswith(f"/evidence/{record_id}")
+    assert browser.find_element(By.ID, "evidence").is_displayed()
+
+
+def test_the_timeline_of_a_maintenance_storm_shades_the_notices(
+    browser: webdriver.Chrome, site: str, world: World, tmp_path: Path
+) -> None:
+    namespace, name = world.c
+    _login(browser, site, "ops", f"/experiments/{namespace}/{name}")
+    assert (
+        browser.find_element(By.ID, "verdict").get_attribute("data-category") == "node.maintenance"
+    )
+    assert browser.find_elements(By.CSS_SELECTOR, "rect.window"), "maintenance windows are shaded"
+    categories = {
+        b.get_attribute("data-category") for b in browser.find_elements(By.CSS_SELECTOR, "rect.bar")
+    }
+    assert "node.maintenance" in categories
+    _shoot(browser, "timeline-maintenance-storm.png", tmp_path)
+
+
+def test_a_team_cannot_open_another_teams_timeline(
+    browser: webdriver.Chrome, site: str, world: World
+) -> None:
+    namespace, name = world.b
+    _login(browser, site, "team-a", f"/experiments/{namespace}/{name}")
+    assert "no experiment" in browser.page_source and not browser.find_elements(By.ID, "plot")
