@@ -95,19 +95,7 @@ def prometheus(workdir: Path, targets: list[str], scrape_interval: str = "1s") -
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"prometheus did not start: {(workdir / 'prometheus.log').read_text()[-2000:]}"
-                )
-            time.sleep(0.1)
+        _wait_ready(url + "/-/ready", process, workdir / "prometheus.log")
         yield url
     finally:
         process.terminate()
