@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import orjson
@@ -110,6 +110,11 @@ def loop_alert(
 
 
 class Sink(Protocol):
+    """Told when a loop starts and ends; a sink with `renews = True` (Alertmanager, which
+    forgets an alert it stops hearing about) is told again at every check while it lasts."""
+
+    renews: bool
+
     def fire(self, alert: LoopAlert) -> None: ...
 
     def resolve(self, alert: LoopAlert) -> None: ...
@@ -125,6 +130,8 @@ def _post(url: str, document: Any, timeout_s: float = 10.0) -> None:
 
 class AlertmanagerSink:
     """POST /api/v2/alerts: firing with no end (renewed every check), resolved with endsAt now."""
+
+    renews = True
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/") + "/api/v2/alerts"
@@ -163,6 +170,8 @@ class AlertmanagerSink:
 
 class WebhookSink:
     """A POST of `{"status": "firing" | "resolved", "alert": {...}}` to any URL."""
+
+    renews = False
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -212,10 +221,13 @@ class LoopDetector:
                 current[alert.key] = alert
         events: list[str] = []
         with self._lock:
-            for key, alert in current.items():
-                new = key not in self.firing
-                self._send("fire", alert)
-                if new:
+            for key, alert in list(current.items()):
+                before = self.firing.get(key)
+                if before is not None:
+                    # The same episode: keep its start, though old failures leave the window.
+                    alert = current[key] = replace(alert, since_ms=before.since_ms)
+                self._send("fire", alert, renewal=before is not None)
+                if before is None:
                     events.append(f"fired {key[0]}/{key[1]}")
             for key, alert in list(self.firing.items()):
                 if key not in current:
@@ -224,8 +236,10 @@ class LoopDetector:
             self.firing = current
         return events
 
-    def _send(self, what: str, alert: LoopAlert) -> None:
+    def _send(self, what: str, alert: LoopAlert, renewal: bool = False) -> None:
         for sink in self.sinks:
+            if renewal and not getattr(sink, "renews", False):
+                continue
             try:
                 getattr(sink, what)(alert)
             except Exception as exc:  # a sink that is down must not silence the others

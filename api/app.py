@@ -26,6 +26,7 @@ from typing import Annotated, Any, TextIO
 
 import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 
 from whyjob.api import web
@@ -52,6 +53,18 @@ class ApiOptions:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _redacted(query: str) -> str | None:
+    """The query string for the audit log, with login tokens blanked."""
+    if not query:
+        return None
+    from urllib.parse import parse_qsl, urlencode
+
+    pairs = [
+        (k, "REDACTED" if k == "token" else v) for k, v in parse_qsl(query, keep_blank_values=True)
+    ]
+    return urlencode(pairs)
 
 
 def _principal(request: Request) -> Principal:
@@ -94,7 +107,7 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
                             "who": who,
                             "method": request.method,
                             "path": request.url.path,
-                            "query": str(request.url.query) or None,
+                            "query": _redacted(request.url.query),
                             "status": status,
                             "client": request.client.host if request.client else None,
                         }
@@ -180,7 +193,8 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
             raise HTTPException(401, "unknown token")
         target = next if next.startswith("/") and not next.startswith("//") else "/"
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(_COOKIE, token, httponly=True, samesite="strict")
+        secure = options.public_url.startswith("https://")
+        response.set_cookie(_COOKIE, token, httponly=True, samesite="strict", secure=secure)
         response.headers["Referrer-Policy"] = "no-referrer"
         return response
 
@@ -190,9 +204,11 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
     async def slack_command(request: Request) -> Response:
         if options.slack_command is None:
             raise HTTPException(404, "Slack is not configured")
-        body = await request.body()
+        body = await request.body()  # the raw body: the signature covers it byte for byte
         request.state.who = "slack"
-        answer = options.slack_command({k.lower(): v for k, v in request.headers.items()}, body)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        # Explaining reads the index: off the event loop, or one command would stall every request.
+        answer = await run_in_threadpool(options.slack_command, headers, body)
         status = int(answer.pop("_status", 200))
         return JSONResponse(answer, status_code=status)
 

@@ -39,12 +39,7 @@ class Served:
     def check(self, window_s: float, log: TextIO = sys.stderr, now_ms: int | None = None) -> None:
         """One round: the experiments seen within the window, their loops and new failures."""
         now = now_ms if now_ms is not None else int(time.time() * 1000)
-        since = now / 1000 - window_s
-        names = [
-            (row["namespace"], row["name"])
-            for row in self.service.experiments(_EVERYTHING, limit=10_000)
-            if _seen_after(row["last_seen"], since)
-        ]
+        names = self.service.recent(now - int(window_s * 1000))
         explanations = [self.service.explanation(_EVERYTHING, ns, name) for ns, name in names]
         # Failures first: their first message starts the experiment's thread, where the loop
         # alert then goes.
@@ -66,15 +61,6 @@ class Served:
             except Exception as exc:  # the watch goes on; the next round tries again
                 log.write(f"whyjob serve: watch: {type(exc).__name__}: {exc}\n")
             stop.wait(interval_s)
-
-
-def _seen_after(stamp: str, since: float) -> bool:
-    from whyjob.core.timeutil import parse_ts
-
-    try:
-        return parse_ts(stamp) / 1000 >= since
-    except ValueError:
-        return False
 
 
 def build(

@@ -114,6 +114,15 @@ class Service:
                 break
         return out
 
+    def recent(self, since_ms: int) -> list[tuple[str, str]]:
+        """(namespace, name) of the experiments seen since then, without explaining them."""
+        with self._index() as index:
+            return [
+                (r.namespace, r.name)
+                for r in index.experiments(limit=100_000)
+                if r.last_seen >= since_ms
+            ]
+
     def pod_labels(self, uid: str) -> dict[str, str]:
         """A pod's labels (for routing notifications by label or owner)."""
         with self._index() as index:
@@ -156,7 +165,9 @@ class Service:
         namespace = record.namespace
         if namespace is None and record.pod_uid:
             pods = index._pods("uid = ?", (record.pod_uid,))
-            namespace = pods[0].namespace if pods else None
+            if not pods:
+                return False  # about a pod whyjob cannot place: nobody's but an operator's
+            namespace = pods[0].namespace
         if namespace is not None:
             return principal.may_read(namespace)
         node = record.node
@@ -174,5 +185,7 @@ class Service:
             node = (bound[0].object if kind == "gpu.node" else bound[0].subject) if bound else None
         if node is None or not principal.namespaces:
             return False
-        pods = index.pods_on_node(node, 0, 2**62)
+        # A node's records are theirs only around the time one of their pods was on it.
+        margin = 86_400_000
+        pods = index.pods_on_node(node, record.ts - margin, record.ts + margin)
         return any(principal.may_read(p.namespace) for p in pods)

@@ -78,7 +78,10 @@ def notify_failures(
 
 
 class SlackLoopSink:
-    """Loop alerts into each routed destination's thread of the experiment."""
+    """Loop alerts into each routed destination's thread of the experiment: once when a loop
+    starts, once when it ends."""
+
+    renews = False
 
     def __init__(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from typing import Annotated
 
 import typer
@@ -67,7 +68,13 @@ def collect(
         else ""
     )
     sys.stderr.write(f"whyjob collect: writing to {settings.index};{where}\n")
-    done.wait(duration)
+    deadline = None if duration is None else time.monotonic() + duration
+    while not done.wait(1.0):
+        if running.writer.failed is not None:
+            running.stop()
+            fail(f"{running.health.fatal}; stopping so that a supervisor restarts this process", 1)
+        if deadline is not None and time.monotonic() >= deadline:
+            break
     running.stop()
     sys.stderr.write("whyjob collect: stopped\n")
 

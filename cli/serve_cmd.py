@@ -59,6 +59,8 @@ def serve(
         f"whyjob serve: http://{address}:{number} (API docs at /docs) over {settings.index}\n"
     )
     try:
-        uvicorn.run(served.app, host=address, port=number, log_level="warning")
+        # proxy_headers=False: the client address must be the connection's own, or the trusted
+        # proxy check would believe an X-Forwarded-For anyone can send.
+        uvicorn.run(served.app, host=address, port=number, log_level="warning", proxy_headers=False)
     finally:
         stop.set()

@@ -685,9 +685,11 @@ def parse_kernel_text(ctx: Context, lines: Iterable[tuple[int, str]]) -> Iterato
     """Every kernel log line of a text export, in any of the formats above (mixed is fine).
 
     Lines come many to a second, so a stamp's time is worked out once per distinct second
-    and only the fraction is added per line.
+    and only the fraction is added per line. What the parser learns (which GPU sits at which
+    PCI address, which pod an OOM-killed pid was in) is kept in the context, so a live source
+    that reads one batch at a time through one context keeps it too.
     """
-    state = _State()
+    state: _State = ctx.memory.setdefault("kernel.state", _State())
     last_key: tuple[str, str, str | None] | None = None
     base: int | None = None
     node_flag = ctx.options.node

@@ -114,6 +114,14 @@ def load_collect_config(path: Path) -> CollectConfig:
         receiver["token"] = receiver["token"] or os.environ.get("WHYJOB_RECEIVER_TOKEN")
         if receiver["listen"] is None:
             receiver = None
+        elif (
+            receiver["listen"][0] not in ("127.0.0.1", "localhost", "::1") and not receiver["token"]
+        ):
+            raise f.error(
+                top["receiver"],
+                f"receiver.listen {receiver['listen'][0]} is reachable from other machines: set "
+                "receiver.token (or WHYJOB_RECEIVER_TOKEN), or anyone who reaches it could write evidence",
+            )
     agent = None
     if "agent" in top:
         agent = f.section(top["agent"], AGENT_KEYS, "agent")

@@ -98,14 +98,15 @@ class PrometheusDcgm:
                 pass
         self._primed = True
         start = int(checkpoint) / 1000 + self.step_s if checkpoint else now - self.first_lookback_s
-        start = max(start, now - self.step_s * _MAX_POINTS)
         if start > now:
             return Poll([], checkpoint)
+        # After a long outage, catch up one query's worth at a time (the next polls go on).
+        end = min(now, start + self.step_s * _MAX_POINTS)
         answer = self._answer(
             "/api/v1/query_range",
             query=self.query,
             start=f"{start:.3f}",
-            end=f"{now:.3f}",
+            end=f"{end:.3f}",
             step=f"{self.step_s:g}",
         )
         items = [
@@ -113,7 +114,7 @@ class PrometheusDcgm:
             for item in dcgm.parse_prometheus_api(self.ctx, answer, None)
         ]
         newest = max((i.ts for i in items if isinstance(i, Evidence)), default=None)
-        return Poll(items, str(int(now * 1000)), newest)
+        return Poll(items, str(int(end * 1000)), newest)
 
 
 def _linked(item: Item, url: str, query: str) -> Item:

@@ -28,6 +28,7 @@ from whyjob.collector.live.wire import encode_items
 __all__ = ["Forwarder"]
 
 _STATE: Final = "checkpoints.json"
+_REQUEST_BYTES: Final = 4 * 1024 * 1024  # spooled files sent together, up to this much
 
 
 class Forwarder:
@@ -94,21 +95,49 @@ class Forwarder:
             self._thread.join(timeout)
 
     def send_pending(self) -> int:
-        """Send every spooled file in order; returns how many were sent. Raises on failure."""
+        """Send every spooled file in order, several to a request; returns how many were sent.
+        Raises when the collector cannot be reached or is busy (they stay for the next try). A
+        file the collector refuses for what it holds (a 4xx other than 408 and 429) is moved
+        to `rejected/`, reported, and no longer holds up the ones behind it."""
         sent = 0
-        for path in sorted(self.spool.glob("*.ndjson")):
+        files = sorted(self.spool.glob("*.ndjson"))
+        while files:
+            group: list[Path] = []
+            size = 0
+            while files and (not group or size + files[0].stat().st_size <= _REQUEST_BYTES):
+                size += files[0].stat().st_size
+                group.append(files.pop(0))
+            body = b"".join(path.read_bytes() for path in group)
             request = urllib.request.Request(
-                self.url, path.read_bytes(), {"Content-Type": "application/x-ndjson"}, method="POST"
+                self.url, body, {"Content-Type": "application/x-ndjson"}, method="POST"
             )
             if self.token:
                 request.add_header("Authorization", f"Bearer {self.token}")
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                response.read()
-            path.unlink()
-            sent += 1
-            self.health.count("forward", "batches")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    response.read()
+            except urllib.error.HTTPError as exc:
+                if exc.code in (408, 429) or exc.code >= 500:
+                    raise
+                self._reject(group, f"HTTP {exc.code}: {exc.read()[:200]!r}")
+                continue
+            for path in group:
+                path.unlink()
+            sent += len(group)
+            self.health.count("forward", "batches", len(group))
         self.health.gauge("spool_files", self.pending())
         return sent
+
+    def _reject(self, group: list[Path], why: str) -> None:
+        folder = self.spool / "rejected"
+        folder.mkdir(exist_ok=True)
+        for path in group:
+            path.replace(folder / path.name)
+        self.health.error(
+            "forward",
+            f"the collector refused {len(group)} spooled batch(es), kept in {folder}: {why}",
+            down=False,
+        )
 
     def _send_loop(self, stop: threading.Event) -> None:
         backoff = Backoff(stop, base_s=1.0, cap_s=60.0)
@@ -119,11 +148,11 @@ class Forwarder:
                 self.send_pending()
                 backoff.reset()
                 self.health.ok("forward")
-            except (OSError, urllib.error.URLError) as exc:  # the collector is away: keep spooling
-                self.health.error("forward", f"{self.url}: {exc}")
+            except Exception as exc:  # the collector is away or busy: keep spooling, retry
+                self.health.error("forward", f"{self.url}: {type(exc).__name__}: {exc}")
                 if not backoff.wait():
                     return
-        with contextlib.suppress(OSError, urllib.error.URLError):  # a last try on the way out
+        with contextlib.suppress(Exception):  # a last try on the way out
             self.send_pending()
 
     def _read_state(self) -> dict[str, str]:

@@ -37,6 +37,7 @@ class Health:
     gauges: dict[str, float] = field(default_factory=dict)
     states: dict[str, CollectorState] = field(default_factory=dict)
     on_error: Callable[[str, str], object] | None = None  # e.g. a log line per error
+    fatal: str | None = None  # set when the process can no longer do its job (/healthz: 503)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def state(self, collector: str) -> CollectorState:
@@ -136,8 +137,16 @@ class MetricsServer:
                     body = owner.health.exposition().encode()
                     kind = "text/plain; version=0.0.4; charset=utf-8"
                 elif self.path.split("?")[0] == "/healthz":
-                    body = orjson.dumps(owner.health.summary())
+                    summary = owner.health.summary()
+                    body = orjson.dumps({"fatal": owner.health.fatal, "collectors": summary})
                     kind = "application/json"
+                    if owner.health.fatal is not None:
+                        self.send_response(503)
+                        self.send_header("Content-Type", kind)
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                        return
                 else:
                     self.send_error(404)
                     return

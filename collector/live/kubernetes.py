@@ -109,6 +109,35 @@ def _retry_after(exc: Any) -> float | None:
         return None
 
 
+class _Pending:
+    """What one watch has read and not yet handed over, with the resourceVersion it reached."""
+
+    def __init__(self, resource: Resource) -> None:
+        self.resource = resource
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.items: list[Item] = []
+        self.rv: str | None = None
+        self.first_at = 0.0
+        self.last_ts: int | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.items)
+
+    def add(self, items: list[Item], rv: str) -> None:
+        with self.lock:
+            if not self.items:
+                self.first_at = time.monotonic()
+            self.items.extend(items)
+            self.rv = rv
+            stamps = [i.ts for i in items if isinstance(i, Evidence)]
+            if stamps:
+                self.last_ts = max(self.last_ts or 0, *stamps)
+
+
 class _Changes:
     """Keeps the last state signature of each object, so that an update that changes nothing
     whyjob reads (a heartbeat, a probe) does not store another snapshot."""
@@ -192,6 +221,7 @@ class KubernetesCollector:
         )
         self._threads: list[threading.Thread] = []
         self._open: set[Any] = set()  # watch responses being read, closed to stop at once
+        self._pending: dict[str, _Pending] = {}
         self._open_lock = threading.Lock()
 
     # -- running -------------------------------------------------------------------------------
@@ -208,6 +238,11 @@ class KubernetesCollector:
             )
             thread.start()
             self._threads.append(thread)
+        flusher = threading.Thread(
+            target=self._flush_quiet, args=(stop,), name="whyjob-k8s-flush", daemon=True
+        )
+        flusher.start()
+        self._threads.append(flusher)
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the threads; a watch blocked on a quiet stream is closed under them."""
@@ -276,10 +311,11 @@ class KubernetesCollector:
             resource_version=rv,
             allow_watch_bookmarks=True,
             timeout_seconds=self.options.watch_timeout_s,
+            # A half-open connection must not hang the watch for ever: the server ends it after
+            # timeout_seconds, so a read that waits much longer means the link is dead.
+            _request_timeout=(10, self.options.watch_timeout_s + 60),
         )
-        pending: list[Item] = []
-        first_at = 0.0
-        last_ts: int | None = None
+        pending = self._pending[resource.name] = _Pending(resource)
         with self._open_lock:
             self._open.add(response)
         try:
@@ -294,24 +330,17 @@ class KubernetesCollector:
                     raise RuntimeError(f"watch error: {obj.get('message') or obj}")
                 rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                 if kind == "BOOKMARK":
-                    self._emit(resource, pending, rv)
-                    pending = []
+                    pending.add([], rv)
+                    self._flush(pending)
                     self.health.ok(who)
                     continue
                 if kind == "DELETED":
                     self._forget(resource, obj)
                     if resource.kind != "Pod":
                         continue  # a deleted event or node says nothing new
-                parsed = self._parse(resource, obj, forced=False)
-                if not pending:
-                    first_at = time.monotonic()
-                pending.extend(parsed)
-                last_ts = max((i.ts for i in parsed if isinstance(i, Evidence)), default=last_ts)
-                if len(pending) >= self.options.batch_size or (
-                    time.monotonic() - first_at >= self.options.batch_wait_s
-                ):
-                    self._emit(resource, pending, rv, last_ts)
-                    pending = []
+                pending.add(self._parse(resource, obj, forced=False), rv)
+                if pending.size >= self.options.batch_size:
+                    self._flush(pending)
         except Exception:
             if stop.is_set():
                 return rv  # the stream was closed under us to stop
@@ -320,8 +349,30 @@ class KubernetesCollector:
             with self._open_lock:
                 self._open.discard(response)
             response.release_conn()
-        self._emit(resource, pending, rv, last_ts)
+            self._flush(pending)
         return rv
+
+    def _flush(self, pending: _Pending) -> None:
+        """Hand over what a watch has read (under the batch's lock, so batches stay in order)."""
+        with pending.lock:
+            if pending.items or pending.rv is not None:
+                self._emit(pending.resource, pending.items, pending.rv, pending.last_ts)
+            pending.reset()
+
+    def _flush_quiet(self, stop: threading.Event) -> None:
+        """A lone event must not wait for the next one: flush batches older than batch_wait."""
+        while not stop.wait(self.options.batch_wait_s):
+            for pending in list(self._pending.values()):
+                if (
+                    pending.items
+                    and time.monotonic() - pending.first_at >= self.options.batch_wait_s
+                ):
+                    try:
+                        self._flush(pending)
+                    except Exception as exc:  # the watch's own flush will try again
+                        self.health.error(
+                            f"kubernetes/{pending.resource.name}", str(exc), down=False
+                        )
 
     def _emit(
         self, resource: Resource, items: list[Item], rv: str | None, last_ts: int | None = None

@@ -94,6 +94,12 @@ class LogRetention:
         stream = self._streams.pop((pod, container, restart), None)
         return list(stream.context) if stream else []
 
+    def flush_all(self) -> list[Item]:
+        """Every held tail (on the way out: the checkpoints are already past these lines)."""
+        out: list[Item] = [item for stream in self._streams.values() for item in stream.context]
+        self._streams.clear()
+        return out
+
     def flush_idle(self, now: float | None = None) -> list[Item]:
         """The held tails of containers that have gone quiet (and may have died)."""
         now = time.monotonic() if now is None else now
@@ -170,18 +176,14 @@ def otlp_items(document: Mapping[str, Any], options: IngestOptions) -> list[Item
             options,
             path_hints={k: v for k, v in hints.items() if v is not None},
         )
-        items += podlogs.parse_cri_text(ctx, lines)
+        parsed = list(podlogs.parse_cri_text(ctx, lines))
+        items += parsed
         node = resource.get("k8s.node.name")
-        if node and hints["uid"]:
+        stamps = [i.ts for i in parsed if isinstance(i, Evidence)]
+        if node and hints["uid"] and stamps:
+            uid = str(hints["uid"])
             items.append(
-                PodRecord(
-                    uid=str(hints["uid"]),
-                    namespace=namespace,
-                    name=pod,
-                    seen=int(time.time() * 1000),
-                    node=node,
-                )
+                PodRecord(uid=uid, namespace=namespace, name=pod, seen=max(stamps), node=node)
             )
-            first = min((i.ts for i in items if isinstance(i, Evidence)), default=0)
-            items.append(Binding("pod.node", str(hints["uid"]), node, first, first))
+            items.append(Binding("pod.node", uid, node, min(stamps), max(stamps)))
     return items

@@ -151,7 +151,11 @@ class GceMetadata:
         ctx = Context(f"gce-metadata:{self.node}", replace(self.options, node=self.node, at=now))
         items: list[Item] = []
         event = self._get("maintenance-event").decode().strip()
-        if event and event != "NONE":
+        if event in ("", "NONE"):
+            # Over: the next event, even of the same kind, is a new one with its own time.
+            for key in [k for k in self._first_seen if k != "preempted"]:
+                del self._first_seen[key]
+        else:
             # The value holds while the event lasts; one record per event seen, dated when first
             # read (the service gives no time), kept by id on later polls.
             items.append(

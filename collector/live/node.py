@@ -12,8 +12,9 @@
 
 from __future__ import annotations
 
+import os
+import select
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -75,59 +76,83 @@ class KernelLog(_Thread):
         *,
         path: Path = Path("/dev/kmsg"),
         boot_ms: int | None = None,
+        boot_id: str | None = None,
         poll_s: float = 0.2,
     ) -> None:
         super().__init__()
         self.put, self.health, self.node, self.path = put, health, node, path
-        self.options = replace(
-            options, node=node, boot_time=boot_ms if boot_ms is not None else boot_time_ms()
-        )
-        self.last_seq = int(checkpoint) if checkpoint else -1
+        self.boot_id = boot_id if boot_id is not None else _boot_id()
+        boot = boot_ms if boot_ms is not None else boot_time_ms()
+        # One context for the agent's life: the parser keeps what it learns (PCI -> GPU).
+        self.ctx = Context(f"kmsg:{node}", replace(options, node=node, boot_time=boot))
+        # Sequence numbers start again at every boot: a checkpoint of another boot counts nothing.
+        seen_boot, _, seq = (checkpoint or "").rpartition(":")
+        self.last_seq = int(seq) if seq.isdigit() and seen_boot == self.boot_id else -1
         self.poll_s = poll_s
 
     def run(self, stop: threading.Event) -> None:
         try:
-            stream = self.path.open("rb", buffering=0)
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
             self.health.error(self.name, f"cannot read {self.path}: {exc.strerror}")
             return
-        with stream:
-            pending: list[tuple[int, str]] = []
-            seq = self.last_seq
-            last_put = time.monotonic()
+        pending: list[tuple[int, str]] = []
+        try:
             while not stop.is_set():
-                try:
-                    record = stream.read(8192)  # /dev/kmsg: one record per read
-                except OSError as exc:  # EPIPE: the ring buffer overwrote records not yet read
-                    self.health.error(self.name, f"{self.path}: {exc.strerror}", down=False)
-                    continue
-                if not record:  # a regular file at its end (tests); /dev/kmsg blocks instead
-                    if pending:
-                        seq = self._send(pending, seq)
-                        pending, last_put = [], time.monotonic()
+                ready, _, _ = select.select([fd], [], [], self.poll_s)
+                record = self._read(fd) if ready else b""
+                if record:
+                    pending += self._lines(record)
+                    if len(pending) < _BATCH_LINES:
+                        continue  # more may be right behind: send when the burst pauses
+                elif ready:  # readable yet empty: a regular file at its end (tests)
                     stop.wait(self.poll_s)
-                    continue
-                for line in record.decode("utf-8", "replace").splitlines():
-                    parsed = _kmsg(line)
-                    if parsed is None or parsed[0] <= self.last_seq:
-                        continue
-                    number, usec, message = parsed
-                    self.last_seq = number
-                    pending.append(
-                        (number, f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] {message}")
-                    )
-                if len(pending) >= _BATCH_LINES or time.monotonic() - last_put > 1.0:
-                    seq = self._send(pending, seq)
-                    pending, last_put = [], time.monotonic()
+                if pending:
+                    pending = self._send(pending)
+        finally:
+            os.close(fd)
+            if pending:
+                self._send(pending)
 
-    def _send(self, lines: list[tuple[int, str]], seq: int) -> int:
-        ctx = Context(f"kmsg:{self.node}", self.options)
-        items: list[Item] = list(kernel.parse_kernel_text(ctx, lines))
-        last = lines[-1][0]
-        self.put(Batch(self.name, f"kmsg:{self.node}", items, {self.name: str(last)}))
+    def _read(self, fd: int) -> bytes:
+        try:
+            return os.read(fd, 8192)  # /dev/kmsg: one record per read
+        except BlockingIOError:
+            return b""
+        except OSError as exc:  # EPIPE: the ring buffer overwrote records not yet read
+            self.health.error(self.name, f"{self.path}: {exc.strerror}", down=False)
+            return b""
+
+    def _lines(self, record: bytes) -> list[tuple[int, str]]:
+        out = []
+        for line in record.decode("utf-8", "replace").splitlines():
+            parsed = _kmsg(line)
+            if parsed is None or parsed[0] <= self.last_seq:
+                continue
+            number, usec, message = parsed
+            self.last_seq = number
+            out.append((number, f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] {message}"))
+        return out
+
+    def _send(self, lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        """Hand the lines over; returns what is still to send (all of it, if that failed)."""
+        try:
+            items: list[Item] = list(kernel.parse_kernel_text(self.ctx, lines))
+            checkpoint = {self.name: f"{self.boot_id}:{lines[-1][0]}"}
+            self.put(Batch(self.name, f"kmsg:{self.node}", items, checkpoint))
+        except Exception as exc:  # a full disk, a stopped writer: keep the lines, try again
+            self.health.error(self.name, f"{type(exc).__name__}: {exc}")
+            return lines
         self.health.ok(self.name)
         self.health.count(self.name, "lines", len(lines))
-        return last
+        return []
+
+
+def _boot_id(path: Path = Path("/proc/sys/kernel/random/boot_id")) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return "unknown"
 
 
 def _kmsg(line: str) -> tuple[int, int, str] | None:
@@ -173,35 +198,58 @@ class PodLogs(_Thread):
         while not stop.is_set():
             try:
                 self.scan()
-            except OSError as exc:
-                self.health.error(self.name, f"{self.root}: {exc.strerror}", down=False)
+            except Exception as exc:  # reported; the offsets did not move, the next scan retries
+                self.health.error(
+                    self.name, f"{self.root}: {type(exc).__name__}: {exc}", down=False
+                )
             stop.wait(self.poll_s)
+        try:
+            self.stop_flush()
+        except Exception as exc:
+            self.health.error(self.name, f"on stop: {exc}", down=False)
 
     def scan(self) -> None:
-        """Read what every log file gained since the last scan."""
+        """Read what every log file gained since the last scan: one batch for all of them,
+        and the offsets move only once the batch is handed over."""
+        items: list[Item] = []
+        checkpoints: dict[str, str] = {}
+        moved: dict[str, tuple[int, int, int]] = {}
         for path in sorted(self.root.glob("*/*/*.log")):
-            self._read(path)
-        for item in self.retention.flush_idle():
-            self.put(Batch(self.name, "pod-logs", [item]))
+            found = self._read(path)
+            if found is not None:
+                read, mark = found
+                items += read
+                moved[str(path)] = mark
+                checkpoints[f"pod-log:{path}"] = ":".join(map(str, mark))
+        items += self.retention.flush_idle()
+        if items or checkpoints:
+            self.put(Batch(self.name, str(self.root), items, checkpoints))
+            self.offsets.update(moved)
         self.health.ok(self.name)
 
-    def _read(self, path: Path) -> None:
+    def stop_flush(self) -> None:
+        """The held tails, on the way out."""
+        tails = self.retention.flush_all()
+        if tails:
+            self.put(Batch(self.name, str(self.root), tails))
+
+    def _read(self, path: Path) -> tuple[list[Item], tuple[int, int, int]] | None:
         key = str(path)
         try:
             stat = path.stat()
         except FileNotFoundError:
-            return
+            return None
         inode, offset, seen = self.offsets.get(key, (stat.st_ino, 0, 0))
         if inode != stat.st_ino or stat.st_size < offset:
             offset = seen = 0  # rotated or truncated: a new file under the old name
         if stat.st_size == offset:
-            return
+            return None
         with path.open("rb") as stream:
             stream.seek(offset)
             data = stream.read(16 * 1024 * 1024)
         end = data.rfind(b"\n") + 1  # only whole lines; a partial one waits for the next scan
         if end == 0:
-            return
+            return None
         hints = podlogs.pod_from_path(key)
         ctx = Context(key, self.options, path_hints=hints)
         text = data[:end].decode("utf-8", "replace").splitlines()
@@ -209,10 +257,8 @@ class PodLogs(_Thread):
         items = self._ended_run(path, hints) + self.retention.filter(
             podlogs.parse_cri_text(ctx, lines)
         )
-        mark = (stat.st_ino, offset + end, seen + len(lines))
-        self.offsets[key] = mark
-        self.put(Batch(self.name, key, items, {f"pod-log:{key}": ":".join(map(str, mark))}))
         self.health.count(self.name, "lines", len(lines))
+        return items, (stat.st_ino, offset + end, seen + len(lines))
 
     def _ended_run(self, path: Path, hints: Mapping[str, object]) -> list[Item]:
         """A container's next run began: keep the held last lines of the run that ended."""

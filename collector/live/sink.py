@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
 from whyjob.collector.ingest.base import Item, Rejected
@@ -17,10 +18,10 @@ from whyjob.core.index import SqliteIndex
 
 __all__ = ["Batch", "Sink", "Writer"]
 
-# The writer commits when this many items wait or this long has passed: big enough for the
-# index's batched inserts to pay, short enough that an explanation sees evidence within a second.
+# At most this many items in one transaction.
 _MAX_ITEMS: Final = 5000
-_MAX_WAIT_S: Final = 0.5
+# Waits for a database another process holds locked (on top of SQLite's own 30 s busy timeout).
+_LOCKED_WAITS: Final = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
 @dataclass(slots=True)
@@ -42,14 +43,21 @@ class Sink(Protocol):
 
 class Writer:
     """Owns the index in a collecting process. Collectors `put` batches from any thread; a
-    batch's records and checkpoints are committed in one transaction, in arrival order."""
+    batch's records and checkpoints are committed in one transaction, in arrival order.
+
+    Group commit: whatever is queued when the writer comes round goes into one transaction,
+    so a lone batch is stored at once and a burst shares the cost of a commit. A locked
+    database (another writer, a long `whyjob ingest`) is waited out; a record the index
+    refuses is quarantined on its own, never taking its batch with it. If the index cannot be
+    written at all the writer stops, `failed` says why, and `put` raises instead of blocking.
+    """
 
     def __init__(self, index: SqliteIndex, health: Health, *, max_queue: int = 4) -> None:
         self.index = index
         self.health = health
         self._queue: queue.Queue[Batch | None] = queue.Queue(max_queue)
         self._thread = threading.Thread(target=self._run, name="whyjob-writer", daemon=True)
-        self._failed: BaseException | None = None
+        self.failed: BaseException | None = None
 
     def start(self) -> Writer:
         self._thread.start()
@@ -57,9 +65,14 @@ class Writer:
 
     def put(self, batch: Batch) -> None:
         """Queue a batch; blocks while the writer is behind (back-pressure on the sources)."""
-        if self._failed is not None:
-            raise RuntimeError("the index writer stopped") from self._failed
-        self._queue.put(batch)
+        while True:
+            if self.failed is not None:
+                raise RuntimeError(f"the index writer stopped: {self.failed}") from self.failed
+            try:
+                self._queue.put(batch, timeout=1.0)
+                break
+            except queue.Full:
+                continue
         self.health.gauge("writer_queue", self._queue.qsize())
 
     def flush(self, timeout: float = 30.0) -> None:
@@ -70,7 +83,8 @@ class Writer:
             raise TimeoutError("the index writer did not catch up")
 
     def stop(self) -> None:
-        self._queue.put(None)
+        if self.failed is None:
+            self._queue.put(None)
         self._thread.join()
 
     def _run(self) -> None:
@@ -79,28 +93,95 @@ class Writer:
                 first = self._queue.get()
                 if first is None:
                     return
-                pending = [first]
-                count = len(first.items)
-                deadline = time.monotonic() + _MAX_WAIT_S
+                pending, count, last = [first], len(first.items), False
                 while count < _MAX_ITEMS:
                     try:
-                        more = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                        more = self._queue.get_nowait()
                     except queue.Empty:
                         break
                     if more is None:
-                        self._commit(pending)
-                        return
+                        last = True
+                        break
                     pending.append(more)
                     count += len(more.items)
-                self._commit(pending)
+                self._commit_with_retry(pending)
+                if last:
+                    return
         except BaseException as exc:  # the process must learn that nothing is being stored
-            self._failed = exc
+            self.failed = exc
+            self.health.fatal = f"the index writer stopped: {type(exc).__name__}: {exc}"
             self.health.error("writer", f"{type(exc).__name__}: {exc}")
-            raise
+            while True:  # release every producer blocked on a full queue
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+
+    def _commit_with_retry(self, batches: list[Batch]) -> None:
+        for wait in _LOCKED_WAITS:
+            try:
+                self._commit(batches)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                self.health.error(
+                    "writer", f"index busy, retrying in {wait:g} s: {exc}", down=False
+                )
+                time.sleep(wait)
+            except (
+                sqlite3.IntegrityError,
+                sqlite3.InterfaceError,
+                TypeError,
+                ValueError,
+                OverflowError,
+            ):
+                self._commit_one_by_one(batches)
+                return
+        self._commit(batches)  # the last try raises what keeps failing
+
+    def _commit_one_by_one(self, batches: list[Batch]) -> None:
+        """Something in these batches is unstorable: store each item alone, quarantine the
+        ones the index refuses, keep the checkpoints."""
+        for batch in batches:
+            kept: list[Item] = []
+            for item in batch.items:
+                try:
+                    with self.index.transaction():
+                        self._store([Batch(batch.collector, batch.origin, [item])])
+                        raise _Rollback
+                except _Rollback:
+                    kept.append(item)
+                except (
+                    sqlite3.IntegrityError,
+                    sqlite3.InterfaceError,
+                    TypeError,
+                    ValueError,
+                    OverflowError,
+                ) as exc:
+                    kept.append(
+                        Rejected(
+                            None,
+                            f"the index refused this record: {exc}",
+                            repr(item)[:4096].encode(),
+                        )
+                    )
+            self._commit([replace(batch, items=kept)])
 
     def _commit(self, batches: list[Batch]) -> None:
+        with self.index.transaction():
+            stored = self._store(batches)
+        for batch in batches:
+            if batch.items:
+                self.health.count(batch.collector, "records", _evidence_count(batch.items))
+            if batch.done is not None:
+                batch.done.set()
+        self.health.count("writer", "stored", stored)
+        self.health.gauge("writer_queue", self._queue.qsize())
+
+    def _store(self, batches: list[Batch]) -> int:
         evidence: list[Evidence] = []
-        pods: dict[str, PodRecord] = {}
+        pods: list[PodRecord] = []
         bindings: list[Binding] = []
         rejected: list[tuple[Batch, Rejected]] = []
         checkpoints: dict[str, str] = {}
@@ -109,30 +190,27 @@ class Writer:
                 if isinstance(item, Evidence):
                     evidence.append(item)
                 elif isinstance(item, PodRecord):
-                    pods[item.uid] = item
+                    pods.append(item)  # every view: upsert_pods merges them in order
                 elif isinstance(item, Binding):
                     bindings.append(item)
                 else:
                     rejected.append((batch, item))
             checkpoints.update(batch.checkpoints)
         index = self.index
-        with index.transaction():
-            stored = index.write(evidence) if evidence else 0
-            index.upsert_pods(pods.values())
-            index.bind(bindings)
-            for batch, bad in rejected:
-                where = f"{batch.origin}:{bad.line}" if bad.line is not None else batch.origin
-                index.quarantine(where, bad.reason, bad.body, batch.collector)
-            for source, token in checkpoints.items():
-                index.set_checkpoint(source, token)
-        for batch in batches:
-            if batch.items:
-                self.health.count(batch.collector, "records", _evidence_count(batch.items))
-            if batch.done is not None:
-                batch.done.set()
-        self.health.count("writer", "stored", stored)
+        stored = index.write(evidence) if evidence else 0
+        index.upsert_pods(pods)
+        index.bind(bindings)
+        for batch, bad in rejected:
+            where = f"{batch.origin}:{bad.line}" if bad.line is not None else batch.origin
+            index.quarantine(where, bad.reason, bad.body, batch.collector)
+        for source, token in checkpoints.items():
+            index.set_checkpoint(source, token)
         self.health.count("writer", "rejected", len(rejected))
-        self.health.gauge("writer_queue", self._queue.qsize())
+        return stored
+
+
+class _Rollback(Exception):
+    """Undoes a trial insert: it only asked whether the index would take the item."""
 
 
 def _evidence_count(items: Iterable[Item]) -> int:

@@ -27,7 +27,10 @@ def _record_ids(world: World, namespace: str) -> tuple[str, str]:
         pod_record = index.pod_evidence([pods[0].uid], 0, 2**62)[0]
         others = {p.node for p in index._pods("namespace != ?", (namespace,)) if p.node}
         node = next(p.node for p in pods if p.node and p.node not in others)
-        node_record = index.entity_evidence("node", [node], 0, 2**62)[0]
+        # A record of that node while the team's pods were on it.
+        on_node = [p for p in pods if p.node == node]
+        start = min(p.created or p.seen for p in on_node)
+        node_record = index.entity_evidence("node", [node], start, max(p.seen for p in on_node))[0]
     return pod_record.public_id, node_record.public_id
 
 
@@ -112,6 +115,7 @@ def test_a_login_link_sets_the_cookie_for_the_browser(api: Api, world: World) ->
     answer = api.client.get(f"/login?token={TOKENS['team-a']}&next=/", follow_redirects=False)
     assert answer.status_code == 303 and "httponly" in answer.headers["set-cookie"].lower()
     assert api.client.get("/").status_code == 200  # the cookie now stands for the token
+    assert TOKENS["team-a"] not in api.audit.getvalue() and "token=REDACTED" in api.audit.getvalue()
     assert api.client.get("/login?token=wrong&next=/", follow_redirects=False).status_code == 401
 
 

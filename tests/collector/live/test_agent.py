@@ -70,6 +70,7 @@ def test_kernel_log_reads_kmsg_records_once_across_restarts(tmp_path: Path) -> N
         None,
         path=kmsg,
         boot_ms=BOOT_MS,
+        boot_id="boot-a",
         poll_s=0.05,
     )
     source.start(stop)
@@ -79,7 +80,7 @@ def test_kernel_log_reads_kmsg_records_once_across_restarts(tmp_path: Path) -> N
     (xid,) = [r for r in out.records() if r.kind == "gpu.xid"]
     assert xid.node == "gpu-node-7" and xid.attrs["xid"] == 79
     assert xid.ts == BOOT_MS + 86_400_123  # seconds since boot, from the kmsg timestamp
-    assert out.batches[-1].checkpoints == {"kernel": "102"}
+    assert out.batches[-1].checkpoints == {"kernel": "boot-a:102"}
     # Restarted with its checkpoint, it reads only what came after.
     with kmsg.open("a") as stream:
         stream.write(
@@ -89,22 +90,21 @@ def test_kernel_log_reads_kmsg_records_once_across_restarts(tmp_path: Path) -> N
                 "NVRM: Xid (PCI:0000:3b:00): 48, pid=4242, name=python, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.",
             )
         )
-    again, stop = Collected(), threading.Event()
-    source = KernelLog(
-        again.put,
-        health,
-        "gpu-node-7",
-        IngestOptions(),
-        "102",
-        path=kmsg,
-        boot_ms=BOOT_MS,
-        poll_s=0.05,
-    )
-    source.start(stop)
-    _wait(lambda: bool(again.records()))
-    stop.set()
-    source.join(2)
-    assert [r.attrs.get("xid") for r in again.records() if r.kind == "gpu.xid"] == [48]
+
+    def restart(checkpoint: str, boot_id: str) -> list[int]:
+        seen, halt = Collected(), threading.Event()
+        reader = KernelLog(
+            seen.put, health, "gpu-node-7", IngestOptions(), checkpoint,
+            path=kmsg, boot_ms=BOOT_MS, boot_id=boot_id, poll_s=0.05,
+        )  # fmt: skip
+        reader.start(halt)
+        _wait(lambda: bool(seen.records()))
+        halt.set()
+        reader.join(2)
+        return [r.attrs["xid"] for r in seen.records() if r.kind == "gpu.xid"]
+
+    assert restart("boot-a:102", "boot-a") == [48]  # the same boot: only what is new
+    assert restart("boot-a:102", "boot-b") == [79, 48]  # after a reboot the numbers start over
 
 
 def _cri(stamp: str, text: str) -> str:

@@ -120,3 +120,18 @@ def test_the_documented_receiver_and_agent_sections_are_valid(tmp_path: Path) ->
     assert config.receiver is not None and config.receiver["listen"] == ("0.0.0.0", 4318)
     assert config.agent is not None and config.agent["cloud"] == "aws"
     assert config.agent["spool"] == Path("/var/lib/whyjob-agent")
+
+
+def test_a_receiver_others_can_reach_needs_a_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WHYJOB_RECEIVER_TOKEN", raising=False)
+    path = _write(tmp_path, "receiver:\n  listen: 0.0.0.0:4318\n")
+    with pytest.raises(ConfigError, match=r"receiver\.token"):
+        load_collect_config(path)
+    monkeypatch.setenv("WHYJOB_RECEIVER_TOKEN", "s3cret")
+    assert load_collect_config(path).receiver is not None
+    assert (
+        load_collect_config(_write(tmp_path, "receiver:\n  listen: 127.0.0.1:4318\n")).receiver
+        is not None
+    )

@@ -157,11 +157,54 @@ def test_agent_items_need_the_token_and_arrive_whole(
     assert list(decode_items(body)) == items
     assert _post(server, "/whyjob/v1/items", body, "application/x-ndjson", token=None)[0] == 401
     assert _post(server, "/whyjob/v1/items", body, "application/x-ndjson", token="wrong")[0] == 401
-    assert _post(server, "/whyjob/v1/items", body, "application/x-ndjson") == (
-        200,
-        b'{"received": 3}',
-    )
+    status, answer = _post(server, "/whyjob/v1/items", body, "application/x-ndjson")
+    assert status == 200 and orjson.loads(answer) == {"received": 3}
     assert index.raw(record.id) == record.raw
     assert _post(server, "/whyjob/v1/items", b"{not json\n", "application/x-ndjson")[0] == 200
     (row,) = index.quarantined()
     assert row[2] == "receiver:agent:1" and "not an item" in row[4]
+
+
+def test_what_a_sender_gets_wrong_never_reaches_or_stops_the_writer(
+    receiver: tuple[Receiver, SqliteIndex],
+) -> None:
+    server, index = receiver
+    bad = [
+        b'{"evidence": null}',
+        b'{"evidence": {"id": 1, "ts": 1, "source": "s", "kind": "k", "message": "m", "severity": "x"}}',
+        b'{"evidence": {"id": 18446744073709551615, "ts": 1, "source": "s", "kind": "k", "message": "m", "severity": 1}}',
+        b"[1, 2]",
+    ]
+    status, answer = _post(server, "/whyjob/v1/items", b"\n".join(bad), "application/x-ndjson")
+    assert status == 200 and orjson.loads(answer) == {"received": 4}
+    assert len(index.quarantined()) == 4
+    # The writer is still there: a good record after them is stored.
+    good = Evidence(
+        evidence_id("kernel", "n", "9"), 1, "kernel", "kernel.io", "still writing", node="n"
+    )
+    assert _post(server, "/whyjob/v1/items", encode_items([good]), "application/x-ndjson")[0] == 200
+    assert index.get([good.id])
+
+
+def test_gzip_bodies_and_lengths_the_receiver_cannot_take(
+    receiver: tuple[Receiver, SqliteIndex],
+) -> None:
+    import gzip
+    import http.client
+
+    server, index = receiver
+    body = gzip.compress(_otlp(["ValueError: bad batch"]).SerializeToString())
+    connection = http.client.HTTPConnection("127.0.0.1", server.address[1], timeout=10)
+    connection.request("POST", "/v1/logs", body, {
+        "Content-Type": "application/x-protobuf", "Content-Encoding": "gzip", "Authorization": "Bearer s3cret",
+    })  # fmt: skip
+    assert connection.getresponse().status == 200  # the otlphttp exporter's default encoding
+    connection.close()
+    assert ("log.error", "ValueError: bad batch") in _lines(index)
+    connection = http.client.HTTPConnection("127.0.0.1", server.address[1], timeout=10)
+    connection.putrequest("POST", "/v1/logs")
+    connection.putheader("Authorization", "Bearer s3cret")
+    connection.putheader("Content-Length", "-1")
+    connection.endheaders()
+    assert connection.getresponse().status == 413
+    connection.close()
