@@ -151,8 +151,11 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
 
     @app.get("/api/v1/experiments/{namespace}/{name}/explanation")
     def explanation(namespace: str, name: str, who: Who) -> Response:
-        document = explained(who, namespace, name).to_json()
-        return Response(orjson.dumps(document), media_type="application/json")
+        try:
+            document = service.explanation_json(who, namespace, name)
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from None
+        return Response(document, media_type="application/json")
 
     @app.get("/api/v1/experiments/{namespace}/{name}/timeline")
     def timeline(namespace: str, name: str, who: Who) -> Response:

@@ -21,7 +21,7 @@ API_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
     "audit_log": ("path", None),
     "public_url": ("str", None),  # None: http://LISTEN
     "login_links": ("bool", False),
-    "cache": ("duration", 30.0),
+    "cache": ("duration|off", 30.0),
 }
 ALERTS_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
     "min_restarts": ("int", 3),

@@ -1,8 +1,11 @@
 """What the HTTP surfaces ask of the index, with each answer checked against who asks.
 
 Everything goes through the one Explanation model (explain/engine.py): the API's JSON, the web
-timeline and Slack render it, none computes its own diagnosis. Explanations are cached for a
-short while (an index page lists dozens of experiments; a timeline page asks twice).
+timeline and Slack render it, none computes its own diagnosis. Explanations are cached: while
+the index file is unchanged they stay valid; while a collector writes, each is reused for at most
+`cache_s` (an index page lists dozens of experiments, a timeline page asks twice, and fifty
+people opening the same incident should cost one explain). Concurrent misses for one experiment
+wait for a single computation instead of each running it.
 
 An experiment in a namespace the principal may not read answers exactly like one that does not
 exist (404), so names do not leak either.
@@ -17,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from whyjob.api.access import Principal
 from whyjob.core.errors import NotFound
@@ -40,7 +45,12 @@ def status_of(explanation: Explanation) -> str:
 @dataclass(slots=True)
 class _Cached:
     at: float
+    generation: tuple[int, ...]
     explanation: Explanation
+    document: bytes | None = None  # the JSON, made on first request
+
+
+_MAX_CACHED = 20_000  # explanations kept; beyond it the oldest half goes
 
 
 class Service:
@@ -50,6 +60,34 @@ class Service:
         self.cache_s = cache_s
         self._cache: dict[tuple[str, str], _Cached] = {}
         self._lock = threading.Lock()
+        self._computing: dict[tuple[str, str], threading.Lock] = {}
+        # One explain at a time: it is CPU-bound Python, and threads taking turns at the GIL
+        # (and at SQLite's mutexes) cost more than they overlap: 40 at once took 3x the CPU.
+        self._explaining = threading.Lock()
+
+    def _generation(self) -> tuple[int, ...]:
+        """Changes whenever the index does: every commit grows or rewrites the WAL, and a
+        checkpoint rewrites the database file. Two stat calls, far cheaper than any query."""
+        out: list[int] = []
+        for path in (self.index_path, Path(f"{self.index_path}-wal")):
+            try:
+                st = path.stat()
+            except OSError:
+                out += (-1, -1)
+            else:
+                out += (st.st_mtime_ns, st.st_size)
+        return tuple(out)
+
+    def _fresh(self, key: tuple[str, str], generation: tuple[int, ...]) -> Explanation | None:
+        if self.cache_s <= 0:
+            return None
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is None:
+            return None
+        if cached.generation == generation or time.monotonic() - cached.at < self.cache_s:
+            return cached.explanation
+        return None
 
     @contextmanager
     def _index(self) -> Iterator[SqliteIndex]:
@@ -65,17 +103,47 @@ class Service:
         if not principal.may_read(namespace):
             raise NotFound(f"no experiment {name!r} in namespace {namespace!r}")
         key = (namespace, name)
+        generation = self._generation()
+        found = self._fresh(key, generation)
+        if found is not None:
+            return found
+        if self.cache_s <= 0:
+            return self._explain(namespace, name)
         with self._lock:
-            cached = self._cache.get(key)
-        if cached is not None and time.monotonic() - cached.at < self.cache_s:
-            return cached.explanation
-        with self._index() as index:
+            computing = self._computing.setdefault(key, threading.Lock())
+        try:
+            with computing:
+                found = self._fresh(key, generation)  # a request just before may have made it
+                if found is not None:
+                    return found
+                explanation = self._explain(namespace, name)
+                with self._lock:
+                    self._cache.pop(key, None)  # re-inserted last: the dict stays in age order
+                    self._cache[key] = _Cached(time.monotonic(), generation, explanation)
+                    if len(self._cache) > _MAX_CACHED:
+                        for old in list(self._cache)[: _MAX_CACHED // 2]:
+                            del self._cache[old]
+                return explanation
+        finally:
+            with self._lock:
+                self._computing.pop(key, None)
+
+    def explanation_json(self, principal: Principal, namespace: str, name: str) -> bytes:
+        """The explanation as JSON bytes, serialised once per cached explanation."""
+        explanation = self.explanation(principal, namespace, name)
+        with self._lock:
+            cached = self._cache.get((namespace, name))
+        if cached is not None and cached.explanation is explanation:
+            if cached.document is None:
+                cached.document = orjson.dumps(explanation.to_json())
+            return cached.document
+        return orjson.dumps(explanation.to_json())
+
+    def _explain(self, namespace: str, name: str) -> Explanation:
+        with self._explaining, self._index() as index:
             if not index.experiments(name=name, namespace=namespace, limit=1):
                 raise NotFound(f"no experiment {name!r} in namespace {namespace!r}")
-            explanation = explain_experiment(index, self.rules, name, namespace)
-        with self._lock:
-            self._cache[key] = _Cached(time.monotonic(), explanation)
-        return explanation
+            return explain_experiment(index, self.rules, name, namespace)
 
     def experiments(
         self,

@@ -3,6 +3,8 @@
 ingest: raw `kubectl get events -o json` into a fresh index, records per second.
 explain: explain latency on an index of a million or more records.
 cli: wall time of `whyjob --help` and `whyjob EXPERIMENT` as separate processes.
+api: latency of the explanation route of `whyjob serve` under concurrent clients.
+accuracy: per-category precision and recall over the simulator's scenarios and many seeds.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def bench_explain(
     with tempfile.TemporaryDirectory(prefix="whyjob-bench-") as scratch:
         path = keep or Path(scratch) / "index.sqlite"
         started = time.perf_counter()
-        name, namespace = build_explain_index(path, records, scenario)
+        name, namespace = build_explain_index(path, records, [scenario])[0]
         typer.echo(f"index ready in {time.perf_counter() - started:.1f} s: {path}")
         rules = load_ruleset(ctx)
         with SqliteIndex(path, readonly=True) as index:
@@ -114,6 +116,61 @@ def bench_explain(
             f"over {runs} runs; {len(explanation.attempts)} attempts, {len(explanation.timeline)} timeline records, "
             f"verdict {explanation.verdict.category}"
         )
+
+
+@app.command("api")
+def bench_api(
+    records: Annotated[
+        int, typer.Option("--records", help="Filler records around the incidents.")
+    ] = 1_000_000,
+    clients: Annotated[int, typer.Option("--clients", help="Concurrent connections.")] = 50,
+    requests: Annotated[int, typer.Option("--requests", help="Requests per round.")] = 2000,
+    keep: Annotated[
+        Path | None,
+        typer.Option("--keep", help="Build (or reuse) the benchmark index at this path."),
+    ] = None,
+    cache: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cache",
+            help="api.cache of each round (repeatable) [default: off, then 30s].",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Explanation-route latency of a real `whyjob serve` under concurrent clients, on an
+    index of every simulated incident inside a million filler records."""
+    import tempfile
+
+    from whyjob.cli.benchapi import run_round
+    from whyjob.cli.benchdata import build_explain_index
+    from whyjob.core.index import SqliteIndex
+    from whyjob.sim import SCENARIOS
+
+    with tempfile.TemporaryDirectory(prefix="whyjob-bench-") as scratch:
+        path = keep or Path(scratch) / "index.sqlite"
+        started = time.perf_counter()
+        experiments = build_explain_index(path, records, sorted(SCENARIOS))
+        with SqliteIndex(path, readonly=True) as index:
+            total = index.counts()["evidence"]
+        typer.echo(
+            f"index ready in {time.perf_counter() - started:.1f} s: {total:,} records, "
+            f"{len(experiments)} incident experiments asked for at random"
+        )
+        for setting in cache or ["off", "30s"]:
+            try:
+                result = run_round(
+                    path,
+                    Path(scratch),
+                    experiments,
+                    cache=setting,
+                    clients=clients,
+                    requests=requests,
+                )
+            except RuntimeError as exc:
+                fail(str(exc), 1)
+            label = "cache off" if setting in ("off", "0") else f"cache {setting}"
+            typer.echo(f"{clients} clients, {label}: {result.summary()}")
 
 
 @app.command("cli")

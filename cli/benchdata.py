@@ -1,10 +1,11 @@
-"""Data for the benchmarks: raw Kubernetes events, and a large index around one incident."""
+"""Data for the benchmarks: raw Kubernetes events, and a large index around simulated incidents."""
 
 from __future__ import annotations
 
 import random
 import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
@@ -193,38 +194,43 @@ def _filler(rng: random.Random, count: int, nodes: list[str], start: int) -> lis
     return out
 
 
-def build_explain_index(path: Path, records: int, scenario: str) -> tuple[str, str]:
-    """A simulated incident inside `records` filler records; reused when already built."""
+def build_explain_index(
+    path: Path, records: int, scenarios: Sequence[str] = ("xid79",)
+) -> list[tuple[str, str]]:
+    """Simulated incidents (one per scenario) inside `records` filler records; returns their
+    (name, namespace), the first scenario's first. Reused when already built with as much."""
     from whyjob.collector.ingest.base import IngestOptions
     from whyjob.collector.ingest.run import Ingestor
     from whyjob.sim import simulate
 
+    wanted = ",".join(scenarios)
     if path.exists():
         with SqliteIndex(path) as index:
-            marker = index.checkpoint("bench.experiment")
+            marker = index.checkpoint("bench.experiments")
             if marker and index.counts()["evidence"] >= records:
-                name, namespace = marker.split("/", 1)
-                return name, namespace
+                built = orjson.loads(marker)
+                if built["scenarios"] == wanted:
+                    return [(name, namespace) for name, namespace in built["experiments"]]
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     rng = random.Random(42)
-    with (
-        tempfile.TemporaryDirectory(prefix="whyjob-bench-bundle-") as bundle,
-        SqliteIndex(path) as index,
-    ):
-        truth = simulate(scenario, 7, Path(bundle), noise=True)
-        Ingestor(index, IngestOptions()).ingest([bundle])
+    experiments: list[tuple[str, str]] = []
+    with SqliteIndex(path) as index:
+        for number, scenario in enumerate(scenarios):
+            with tempfile.TemporaryDirectory(prefix="whyjob-bench-bundle-") as bundle:
+                truth = simulate(scenario, 7 + number, Path(bundle), noise=True)
+                Ingestor(index, IngestOptions()).ingest([bundle])
+            if (truth.experiment_name, truth.experiment_namespace) not in experiments:
+                experiments.append((truth.experiment_name, truth.experiment_namespace))
+        name, namespace = experiments[0]
         own_nodes = sorted(
             {
                 b.object
-                for p in index.experiment_pods(truth.experiment_name, truth.experiment_namespace)
+                for p in index.experiment_pods(name, namespace)
                 for b in index.bindings("pod.node", subjects=[p.uid])
             }
         )
-        start = min(
-            (p.created or p.seen)
-            for p in index.experiment_pods(truth.experiment_name, truth.experiment_namespace)
-        )
+        start = min((p.created or p.seen) for p in index.experiment_pods(name, namespace))
         nodes = own_nodes + [
             f"ip-10-1-{i // 250}-{i % 250}.us-west-2.compute.internal" for i in range(500)
         ]
@@ -251,7 +257,6 @@ def build_explain_index(path: Path, records: int, scenario: str) -> tuple[str, s
             batch = _filler(rng, min(50_000, records - written), nodes, start)
             index.write(batch)
             written += len(batch)
-        index.set_checkpoint(
-            "bench.experiment", f"{truth.experiment_name}/{truth.experiment_namespace}"
-        )
-    return truth.experiment_name, truth.experiment_namespace
+        built = {"scenarios": wanted, "experiments": experiments}
+        index.set_checkpoint("bench.experiments", orjson.dumps(built).decode())
+    return experiments

@@ -4,7 +4,7 @@
 Each section is declared as `{key: (type, default)}`; reading it fills the defaults and turns an
 unknown key, a wrong type or a bad duration into an error naming the file and the line, with a
 suggestion when a close key exists. Types: `str`, `path` (~ expanded), `bool`, `int` (> 0),
-`duration` (`30s`, `5m`, `1h` or seconds), `list` (of strings), `listen` (`HOST:PORT` or `off`),
+`duration` (`30s`, `5m`, `1h` or seconds), `duration|off` (also `off` or 0: 0.0), `list` (of strings), `listen` (`HOST:PORT` or `off`),
 `choice:a,b,c`, `map` (names to lists of names).
 """
 
@@ -92,7 +92,9 @@ class ConfigFile:
 
     def value(self, node: Located, kind: str, key: str) -> Any:
         value = node.value
-        if kind == "duration":
+        if kind == "duration|off" and (value is False or value == "off" or value == 0):
+            return 0.0  # YAML reads a bare `off` as false
+        if kind in ("duration", "duration|off"):
             try:
                 return parse_duration_s(value)
             except ValueError as exc:

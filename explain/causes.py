@@ -9,6 +9,7 @@ priority, then by how close their root evidence came before the end.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,6 +107,9 @@ class CauseFinder:
         self.scene = scene
         self.matches = matches
         self._peer_cache: dict[str, list[Evidence]] = {}
+        # (attempt, scope) -> the scope's records that raise any signal, and their times,
+        # sorted: a requirement's window is then two bisections, not a scan of the scope.
+        self._matched: dict[tuple[int, str], tuple[Attempt, list[int], list[Evidence]]] = {}
 
     # -- scopes ------------------------------------------------------------------------------
 
@@ -156,17 +160,30 @@ class CauseFinder:
     def anchor(attempt: Attempt) -> int:
         return attempt.ended_at or attempt.started_at or 0
 
+    def _matched_in(self, attempt: Attempt, scope: str) -> tuple[list[int], list[Evidence]]:
+        key = (id(attempt), scope)
+        cached = self._matched.get(key)
+        if cached is None:
+            matches = self.matches
+            records = sorted(
+                (ev for ev in self.scope(attempt, scope) if ev.id in matches),
+                key=lambda ev: ev.ts,
+            )
+            # The attempt is kept with its entry so its id() cannot be reused meanwhile.
+            cached = self._matched[key] = (attempt, [ev.ts for ev in records], records)
+        return cached[1], cached[2]
+
     def _hits(self, attempt: Attempt, requirement: Requirement, anchor: int) -> list[Evidence]:
         low, high = anchor - requirement.before, anchor + requirement.after
         if requirement.since_start and attempt.started_at is not None:
             low = max(low, attempt.started_at)
-        hits = {
-            ev.id: ev
-            for scope in requirement.scopes
-            for ev in self.scope(attempt, scope)
-            if low <= ev.ts <= high
-            and not requirement.signals.isdisjoint(self.matches.get(ev.id, ()))
-        }
+        signals, matches = requirement.signals, self.matches
+        hits: dict[int, Evidence] = {}
+        for scope in requirement.scopes:
+            stamps, records = self._matched_in(attempt, scope)
+            for ev in records[bisect_left(stamps, low) : bisect_right(stamps, high)]:
+                if not signals.isdisjoint(matches[ev.id]):
+                    hits[ev.id] = ev
         return sorted(hits.values(), key=lambda ev: (ev.ts, ev.id))
 
     def find(self, attempt: Attempt) -> list[Found]:

@@ -1,0 +1,135 @@
+"""The explanation cache: valid while the index is unchanged, bounded staleness while it
+changes, off at 0, and one computation for many concurrent misses."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import World
+from whyjob.api import service as service_module
+from whyjob.api.access import Principal
+from whyjob.api.service import Service
+from whyjob.core.evidence import Evidence, Severity, evidence_id
+from whyjob.core.index import SqliteIndex
+from whyjob.explain.ruleset import load_rules
+
+EVERYONE = Principal("ops", frozenset({"*"}))
+
+
+@pytest.fixture
+def copy(world: World, tmp_path: Path) -> Path:
+    path = tmp_path / "index.sqlite"
+    shutil.copyfile(world.index, path)
+    return path
+
+
+def _touch(path: Path, n: int) -> None:
+    """A collector's commit: one unrelated record."""
+    with SqliteIndex(path) as index:
+        index.write(
+            [
+                Evidence(
+                    evidence_id("kernel", "node-x", str(n)),
+                    1_700_000_000_000 + n,
+                    "kernel",
+                    "kernel.line",
+                    f"IPv4: martian source {n}",
+                    Severity.INFO,
+                    node="node-x",
+                )
+            ]
+        )
+
+
+def test_unchanged_index_keeps_explanations_past_the_ttl(world: World, copy: Path) -> None:
+    service = Service(copy, load_rules(), cache_s=0.05)
+    first = service.explanation(EVERYONE, *world.a)
+    time.sleep(0.1)
+    assert service.explanation(EVERYONE, *world.a) is first
+
+
+def test_a_changed_index_is_reexplained_once_the_ttl_has_passed(world: World, copy: Path) -> None:
+    service = Service(copy, load_rules(), cache_s=0.3)
+    first = service.explanation(EVERYONE, *world.a)
+    _touch(copy, 1)
+    # Within the TTL a busy collector does not force a recomputation per request...
+    assert service.explanation(EVERYONE, *world.a) is first
+    time.sleep(0.35)
+    # ...after it, the new index is read.
+    second = service.explanation(EVERYONE, *world.a)
+    assert second is not first
+    assert second.verdict.category == first.verdict.category
+
+
+def test_cache_zero_explains_every_time(world: World, copy: Path) -> None:
+    service = Service(copy, load_rules(), cache_s=0)
+    first = service.explanation(EVERYONE, *world.a)
+    assert service.explanation(EVERYONE, *world.a) is not first
+
+
+def test_concurrent_misses_compute_once(
+    world: World, copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    real = service_module.explain_experiment
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[2])
+        time.sleep(0.05)  # long enough that every thread arrives while it runs
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(service_module, "explain_experiment", counted)
+    service = Service(copy, load_rules())
+    barrier = threading.Barrier(8)
+    results: list[Any] = []
+
+    def ask() -> None:
+        barrier.wait()
+        results.append(service.explanation(EVERYONE, *world.b))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert calls == [world.b[1]]
+    assert len(results) == 8
+    assert all(r is results[0] for r in results)
+
+
+def test_unknown_experiments_leave_no_state(world: World, copy: Path) -> None:
+    from whyjob.core.errors import NotFound
+
+    service = Service(copy, load_rules())
+    for n in range(20):
+        with pytest.raises(NotFound):
+            service.explanation(EVERYONE, world.a[0], f"no-such-{n}")
+    assert service._computing == {}
+    assert service._cache == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("off", 0.0), ("0", 0.0), ("45s", 45.0), ("2m", 120.0)]
+)
+def test_api_cache_takes_a_duration_or_off(tmp_path: Path, text: str, expected: float) -> None:
+    from whyjob.api.config import load_surface_config
+
+    path = tmp_path / "whyjob.yaml"
+    path.write_text(f"api:\n  cache: {text}\n", encoding="utf-8")
+    assert load_surface_config(path)["api"]["cache"] == expected
+
+
+def test_api_cache_refuses_nonsense(tmp_path: Path) -> None:
+    from whyjob.api.config import load_surface_config
+    from whyjob.core.errors import ConfigError
+
+    path = tmp_path / "whyjob.yaml"
+    path.write_text("api:\n  cache: soon\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"whyjob.yaml:2: api.cache: 'soon' is not a duration"):
+        load_surface_config(path)
