@@ -27,6 +27,26 @@ def test_write_is_idempotent_and_counts_new_rows(index: SqliteIndex) -> None:
     assert index.counts()["evidence"] == 101
 
 
+def test_raw_bodies_stay_with_their_records_when_a_batch_is_partly_known(
+    index: SqliteIndex,
+) -> None:
+    def body(n: int, version: str) -> bytes:
+        return f'{{"n": {n}, "v": "{version}"}}'.encode()
+
+    assert index.write([_ev(n, raw=body(n, "first")) for n in range(0, 10, 2)]) == 5
+    # Interleaved known and new records: the new ones leave gaps in seq, not shifted bodies.
+    assert index.write([_ev(n, raw=body(n, "second")) for n in range(10)]) == 5
+    for n in range(10):
+        assert index.raw(evidence_id("test", str(n))) == body(
+            n, "first" if n % 2 == 0 else "second"
+        )
+    assert index.counts()["evidence"] == 10
+    (orphans,) = index._db.execute(
+        "SELECT count(*) FROM raw WHERE seq NOT IN (SELECT seq FROM evidence)"
+    ).fetchone()
+    assert orphans == 0
+
+
 def test_round_trip_keeps_every_field_and_the_raw_record(index: SqliteIndex) -> None:
     ev = _ev(
         1,
@@ -187,3 +207,11 @@ def test_a_reader_works_while_a_writer_holds_a_transaction(index_path: Path) -> 
     assert reader.counts()["evidence"] == 20
     reader.close()
     writer.close()
+
+
+def test_search_counts_records_not_seq_numbers_across_gaps(index: SqliteIndex) -> None:
+    index.write([_ev(n) for n in range(0, 10, 2)])
+    index.write([_ev(n) for n in range(10)])  # five known: five gaps in seq
+    assert index.search_backlog() == 10
+    assert index.sync_search() == 10
+    assert index.search_backlog() == 0
