@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from whyjob.core.evidence import Evidence
-from whyjob.explain.ruleset import Condition, RuleSet, Signal
+from whyjob.explain.ruleset import Condition, RuleSet
 
 __all__ = ["Matcher", "field_value"]
 
@@ -59,32 +61,60 @@ def _test(condition: Condition, value: Any) -> bool:
     return number <= limit  # lte
 
 
+Test = Callable[[Evidence], bool]
+
+
+def _compile(condition: Condition) -> Test:
+    """One condition as a function of the record: the common shapes (a regex on the message,
+    a test on a top-level attribute) skip the generic path walk, as explain runs every signal
+    of a kind on every record of that kind."""
+    path, op, arg = condition.path, condition.op, condition.value
+    if path == ("message",) and op == "regex":
+        search = arg.search
+        return lambda ev: search(ev.message) is not None
+    if path == ("message",) and op == "not_regex":
+        search = arg.search
+        return lambda ev: search(ev.message) is None
+    if path[0] != "attrs":
+        name = path[0]
+        return lambda ev: _test(condition, getattr(ev, name, None))
+    if len(path) == 2:
+        key = path[1]
+        return lambda ev: _test(
+            condition, ev.attrs.get(key) if isinstance(ev.attrs, dict) else None
+        )
+    return lambda ev: _test(condition, field_value(ev, path))
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    id: str
+    tests: tuple[Test, ...]
+    capture: re.Pattern[str] | None
+
+
 class Matcher:
     """Evaluates every signal of a rule set against records, once per record."""
 
     def __init__(self, rules: RuleSet) -> None:
-        self._by_kind = rules.signals_by_kind()
+        self._by_kind = {
+            kind: [_Compiled(s.id, tuple(_compile(c) for c in s.where), s.capture) for s in signals]
+            for kind, signals in rules.signals_by_kind().items()
+        }
 
     def match(self, ev: Evidence) -> dict[str, dict[str, str]]:
         """Signal id -> named captures, for each signal this record raises."""
         out: dict[str, dict[str, str]] = {}
         for signal in self._by_kind.get(ev.kind, ()):
-            captures = self._signal(signal, ev)
-            if captures is not None:
-                out[signal.id] = captures
+            for test in signal.tests:
+                if not test(ev):
+                    break
+            else:
+                if signal.capture is None:
+                    out[signal.id] = {}
+                elif (found := signal.capture.search(ev.message)) is not None:
+                    out[signal.id] = {k: v for k, v in found.groupdict().items() if v is not None}
         return out
-
-    @staticmethod
-    def _signal(signal: Signal, ev: Evidence) -> dict[str, str] | None:
-        for condition in signal.where:
-            if not _test(condition, field_value(ev, condition.path)):
-                return None
-        if signal.capture is None:
-            return {}
-        found = signal.capture.search(ev.message)
-        if found is None:
-            return None
-        return {k: v for k, v in found.groupdict().items() if v is not None}
 
     def match_all(self, records: Iterable[Evidence]) -> dict[int, dict[str, dict[str, str]]]:
         out = {}

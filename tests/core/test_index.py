@@ -215,3 +215,14 @@ def test_search_counts_records_not_seq_numbers_across_gaps(index: SqliteIndex) -
     assert index.search_backlog() == 10
     assert index.sync_search() == 10
     assert index.search_backlog() == 0
+
+
+def test_reads_follow_the_evidence_field_order() -> None:
+    """Rows become records positionally: the read columns must be Evidence's fields."""
+    from dataclasses import fields
+
+    from whyjob.core.index import sqlite as module
+
+    columns = [c.strip() for c in module._READ_COLUMNS.split(",")]
+    names = [f.name for f in fields(Evidence)]
+    assert columns == [("NULL" if n == "raw" else n) for n in names]
