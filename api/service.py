@@ -2,9 +2,9 @@
 
 Everything goes through the one Explanation model (explain/engine.py): the API's JSON, the web
 timeline and Slack render it, none computes its own diagnosis. Explanations are cached: while
-the index file is unchanged they stay valid; while a collector writes, each is reused for at most
-`cache_s` (an index page lists dozens of experiments, a timeline page asks twice, and fifty
-people opening the same incident should cost one explain). Concurrent misses for one experiment
+nothing is committed to the index they stay valid; while a collector writes, each is reused
+for at most `cache_s` (an index page lists dozens of experiments, a timeline page asks twice,
+and fifty people opening the same incident should cost one explain). Concurrent misses for one experiment
 wait for a single computation instead of each running it.
 
 An experiment in a namespace the principal may not read answers exactly like one that does not
@@ -26,7 +26,7 @@ import orjson
 from whyjob.api.access import Principal
 from whyjob.core.errors import NotFound
 from whyjob.core.evidence import parse_id
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import ChangeWatch, SqliteIndex
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.engine import explain_experiment
 from whyjob.explain.model import Explanation
@@ -61,22 +61,14 @@ class Service:
         self._cache: dict[tuple[str, str], _Cached] = {}
         self._lock = threading.Lock()
         self._computing: dict[tuple[str, str], threading.Lock] = {}
+        self._changes = ChangeWatch(index_path)
         # One explain at a time: it is CPU-bound Python, and threads taking turns at the GIL
         # (and at SQLite's mutexes) cost more than they overlap: 40 at once took 3x the CPU.
         self._explaining = threading.Lock()
 
     def _generation(self) -> tuple[int, ...]:
-        """Changes whenever the index does: every commit grows or rewrites the WAL, and a
-        checkpoint rewrites the database file. Two stat calls, far cheaper than any query."""
-        out: list[int] = []
-        for path in (self.index_path, Path(f"{self.index_path}-wal")):
-            try:
-                st = path.stat()
-            except OSError:
-                out += (-1, -1)
-            else:
-                out += (st.st_mtime_ns, st.st_size)
-        return tuple(out)
+        """Changes whenever another connection has committed to the index (core/index/changes.py)."""
+        return self._changes.token()
 
     def _fresh(self, key: tuple[str, str], generation: tuple[int, ...]) -> Explanation | None:
         if self.cache_s <= 0:
@@ -126,7 +118,8 @@ class Service:
                 return explanation
         finally:
             with self._lock:
-                self._computing.pop(key, None)
+                if self._computing.get(key) is computing:  # not a later request's lock
+                    del self._computing[key]
 
     def explanation_json(self, principal: Principal, namespace: str, name: str) -> bytes:
         """The explanation as JSON bytes, serialised once per cached explanation."""

@@ -133,7 +133,8 @@ def bench_api(
         list[str] | None,
         typer.Option(
             "--cache",
-            help="api.cache of each round (repeatable) [default: off, then 30s].",
+            help="A round: api.cache, and @N for a collector committing N times a second "
+            "meanwhile (repeatable) [default: off, 30s, 2s@10].",
             show_default=False,
         ),
     ] = None,
@@ -147,6 +148,13 @@ def bench_api(
     from whyjob.core.index import SqliteIndex
     from whyjob.sim import SCENARIOS
 
+    rounds: list[tuple[str, float]] = []
+    for spec in cache or ["off", "30s", "2s@10"]:
+        setting, _, rate = spec.partition("@")
+        try:
+            rounds.append((setting, float(rate) if rate else 0.0))
+        except ValueError:
+            fail(f"--cache {spec!r}: expected SETTING or SETTING@COMMITS_PER_SECOND", 2)
     with tempfile.TemporaryDirectory(prefix="whyjob-bench-") as scratch:
         path = keep or Path(scratch) / "index.sqlite"
         started = time.perf_counter()
@@ -157,7 +165,7 @@ def bench_api(
             f"index ready in {time.perf_counter() - started:.1f} s: {total:,} records, "
             f"{len(experiments)} incident experiments asked for at random"
         )
-        for setting in cache or ["off", "30s"]:
+        for setting, per_s in rounds:
             try:
                 result = run_round(
                     path,
@@ -166,10 +174,13 @@ def bench_api(
                     cache=setting,
                     clients=clients,
                     requests=requests,
+                    writer_per_s=per_s,
                 )
             except RuntimeError as exc:
                 fail(str(exc), 1)
-            label = "cache off" if setting in ("off", "0") else f"cache {setting}"
+            label = "cache off" if setting in ("off", "0", "0s") else f"cache {setting}"
+            if per_s:
+                label += f", {per_s:g} commits/s"
             typer.echo(f"{clients} clients, {label}: {result.summary()}")
 
 

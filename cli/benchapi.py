@@ -1,10 +1,12 @@
 """`whyjob bench api`: latency of the explanation route under concurrent clients.
 
-A real `whyjob serve` process (uvicorn, the configured token auth, the audit path off) over a
-large index; the clients are threads in this process, each on its own keep-alive connection,
-asking in a closed loop (the next request as soon as the answer is in) for the explanation of
-one of the simulated incidents, chosen at random. Two rounds: with the explanation cache off
-(`api.cache: 0`, every request explains afresh) and with the default cache.
+A real `whyjob serve` process (uvicorn, token auth) over a large index; the clients are threads
+in this process, each on its own keep-alive connection, asking in a closed loop (the next
+request as soon as the answer is in) for the explanation of one of the simulated incidents,
+chosen at random. With every client waiting on the server, latency is mostly time in line:
+about clients x service time. So each round also prints the server's CPU time per request
+(the service time) and the throughput. A round may run with a collector stand-in committing
+to the index meanwhile, so cached explanations expire and are recomputed under load.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import http.client
 import os
 import random
 import secrets
+import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +29,8 @@ import orjson
 
 __all__ = ["Round", "run_round"]
 
+_CONNECTION_ERRORS = (OSError, http.client.HTTPException)
+
 
 @dataclass
 class Round:
@@ -33,25 +38,27 @@ class Round:
     errors: int
     wall_s: float
     server_cpu_s: float
+    commits: int = 0
 
     def summary(self) -> str:
+        done = len(self.latencies_ms)
+        if not done:
+            return f"no request succeeded; {self.errors} errors"
         ordered = sorted(self.latencies_ms)
-        done = len(ordered)
 
         def pct(p: float) -> float:
             return ordered[min(done - 1, int(done * p))]
 
+        writer = f"; {self.commits} index commits meanwhile" if self.commits else ""
         return (
             f"{done:,} requests in {self.wall_s:.1f} s = {done / self.wall_s:,.0f} req/s; "
             f"p50 {statistics.median(ordered):.1f} ms, p95 {pct(0.95):.1f} ms, "
             f"p99 {pct(0.99):.1f} ms, max {ordered[-1]:.1f} ms; {self.errors} errors; "
-            f"server CPU {self.server_cpu_s / done * 1000:.2f} ms per request"
+            f"server CPU {self.server_cpu_s / done * 1000:.2f} ms per request{writer}"
         )
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -63,9 +70,16 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _start_server(
-    index: Path, scratch: Path, cache: str
-) -> tuple[subprocess.Popen[bytes], int, str]:
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def _launch(index: Path, scratch: Path, cache: str) -> tuple[subprocess.Popen[bytes], int, str]:
     token = secrets.token_urlsafe(24)
     port = _free_port()
     (scratch / "tokens.yaml").write_text(
@@ -80,22 +94,48 @@ def _start_server(
         encoding="utf-8",
     )
     command = [sys.executable, "-m", "whyjob.cli", "--config", str(config), "--index", str(index)]
-    server = subprocess.Popen([*command, "serve"], stderr=subprocess.DEVNULL)
+    return subprocess.Popen([*command, "serve"], stderr=subprocess.DEVNULL), port, token
+
+
+def _wait_ready(server: subprocess.Popen[bytes], port: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise RuntimeError(f"whyjob serve exited with {server.returncode}")
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-        try:
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                return server, port, token
-        except OSError:
-            time.sleep(0.1)
-        finally:
-            conn.close()
-    server.kill()
+        with closing(http.client.HTTPConnection("127.0.0.1", port, timeout=2)) as conn:
+            try:
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    return
+            except _CONNECTION_ERRORS:
+                pass
+        time.sleep(0.1)
     raise RuntimeError("whyjob serve did not answer /healthz within 30 s")
+
+
+def _collector(index: Path, per_s: float, stop: threading.Event, commits: list[int]) -> None:
+    """A collector's steady trickle: one small kernel record per commit."""
+    from whyjob.core.evidence import Evidence, Severity, evidence_id
+    from whyjob.core.index import SqliteIndex
+
+    with SqliteIndex(index) as db:
+        n = 0
+        while not stop.wait(1 / per_s):
+            n += 1
+            db.write(
+                [
+                    Evidence(
+                        evidence_id("bench.writer", str(time.time_ns()), str(n)),
+                        int(time.time() * 1000),
+                        "kernel",
+                        "kernel.line",
+                        f"bench writer {n}",
+                        Severity.DEBUG,
+                        node="bench-writer",
+                    )
+                ]
+            )
+            commits[0] += 1
 
 
 def run_round(
@@ -106,13 +146,17 @@ def run_round(
     cache: str,
     clients: int,
     requests: int,
+    writer_per_s: float = 0.0,
     seed: int = 0,
 ) -> Round:
     """`requests` explanation requests from `clients` concurrent connections."""
-    server, port, token = _start_server(index, scratch, cache)
-    headers = {"Authorization": f"Bearer {token}"}
-    paths = [f"/api/v1/experiments/{ns}/{name}/explanation" for name, ns in experiments]
+    server, port, token = _launch(index, scratch, cache)
+    stop = threading.Event()
+    writer: threading.Thread | None = None
     try:
+        _wait_ready(server, port)
+        headers = {"Authorization": f"Bearer {token}"}
+        paths = [f"/api/v1/experiments/{ns}/{name}/explanation" for name, ns in experiments]
         with closing(http.client.HTTPConnection("127.0.0.1", port, timeout=60)) as warm:
             for path in paths:  # the page cache (and, with the cache on, every explanation)
                 warm.request("GET", path, headers=headers)
@@ -124,14 +168,18 @@ def run_round(
         latencies: list[float] = []
         errors = [0]
         remaining = [requests]
+        commits = [0]
         lock = threading.Lock()
-        start = threading.Barrier(clients + 1)
+        start = threading.Barrier(clients + 1, timeout=60)
 
         def client(number: int) -> None:
             rng = random.Random(seed * 1000 + number)
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
             mine: list[float] = []
-            start.wait()
+            try:
+                start.wait()
+            except threading.BrokenBarrierError:
+                return
             while True:
                 with lock:
                     if remaining[0] <= 0:
@@ -144,7 +192,7 @@ def run_round(
                     answer = conn.getresponse()
                     answer.read()
                     ok = answer.status == 200
-                except OSError:
+                except _CONNECTION_ERRORS:
                     conn.close()
                     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
                     ok = False
@@ -157,19 +205,28 @@ def run_round(
             with lock:
                 latencies.extend(mine)
 
-        threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+        threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(clients)]
         for thread in threads:
             thread.start()
-        cpu0 = _cpu_seconds(server.pid)
+        if writer_per_s > 0:
+            writer = threading.Thread(
+                target=_collector, args=(index, writer_per_s, stop, commits), daemon=True
+            )
+            writer.start()
+        try:
+            cpu0 = _cpu_seconds(server.pid)
+        except OSError:
+            start.abort()
+            raise
         start.wait()
         t0 = time.perf_counter()
         for thread in threads:
             thread.join()
         wall = time.perf_counter() - t0
-        return Round(latencies, errors[0], wall, _cpu_seconds(server.pid) - cpu0)
+        cpu = _cpu_seconds(server.pid) - cpu0
+        return Round(latencies, errors[0], wall, cpu, commits[0])
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop.set()
+        if writer is not None:
+            writer.join(timeout=30)
+        _stop(server)

@@ -115,15 +115,16 @@ def write_event_list(path: Path, count: int, seed: int) -> None:
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
 
 
-def _filler(rng: random.Random, count: int, nodes: list[str], start: int) -> list[Evidence]:
-    """Records from many other experiments and nodes, over 30 days."""
+def _filler(rng: random.Random, count: int, nodes: list[str], starts: list[int]) -> list[Evidence]:
+    """Records from many other experiments and nodes, over the 30 days around an incident
+    picked at random for each."""
     out: list[Evidence] = []
     pods = [
         (f"team-{i % 40}", f"exp-{i // 8}-worker-{i % 8}", str(uuid.UUID(int=rng.getrandbits(128))))
         for i in range(4000)
     ]
     for n in range(count):
-        ts = start - 15 * _DAY_MS + rng.randrange(30 * _DAY_MS)
+        ts = starts[rng.randrange(len(starts))] - 15 * _DAY_MS + rng.randrange(30 * _DAY_MS)
         roll = rng.random()
         node = nodes[rng.randrange(len(nodes))]
         if roll < 0.45:
@@ -203,7 +204,7 @@ def build_explain_index(
     from whyjob.collector.ingest.run import Ingestor
     from whyjob.sim import simulate
 
-    wanted = ",".join(scenarios)
+    wanted = "v2:" + ",".join(scenarios)  # v2: the filler spread over every incident
     if path.exists():
         with SqliteIndex(path) as index:
             marker = index.checkpoint("bench.experiments")
@@ -222,16 +223,17 @@ def build_explain_index(
                 Ingestor(index, IngestOptions()).ingest([bundle])
             if (truth.experiment_name, truth.experiment_namespace) not in experiments:
                 experiments.append((truth.experiment_name, truth.experiment_namespace))
-        name, namespace = experiments[0]
-        own_nodes = sorted(
-            {
-                b.object
-                for p in index.experiment_pods(name, namespace)
-                for b in index.bindings("pod.node", subjects=[p.uid])
+        # The filler shares the incidents' nodes and times: every explain wades through it.
+        own_nodes: set[str] = set()
+        starts: list[int] = []
+        for name, namespace in experiments:
+            pods_of = index.experiment_pods(name, namespace)
+            own_nodes |= {
+                b.object for p in pods_of for b in index.bindings("pod.node", subjects=[p.uid])
             }
-        )
-        start = min((p.created or p.seen) for p in index.experiment_pods(name, namespace))
-        nodes = own_nodes + [
+            starts.append(min((p.created or p.seen) for p in pods_of))
+        start = starts[0]
+        nodes = sorted(own_nodes) + [
             f"ip-10-1-{i // 250}-{i % 250}.us-west-2.compute.internal" for i in range(500)
         ]
         pods = [
@@ -254,7 +256,7 @@ def build_explain_index(
         )
         written = 0
         while written < records:
-            batch = _filler(rng, min(50_000, records - written), nodes, start)
+            batch = _filler(rng, min(50_000, records - written), nodes, starts)
             index.write(batch)
             written += len(batch)
         built = {"scenarios": wanted, "experiments": experiments}

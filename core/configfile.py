@@ -92,13 +92,14 @@ class ConfigFile:
 
     def value(self, node: Located, kind: str, key: str) -> Any:
         value = node.value
-        if kind == "duration|off" and (value is False or value == "off" or value == 0):
+        if kind == "duration|off" and (value is False or value in ("off", 0, "0", "0s")):
             return 0.0  # YAML reads a bare `off` as false
         if kind in ("duration", "duration|off"):
             try:
                 return parse_duration_s(value)
             except ValueError as exc:
-                raise self.error(node, f"{key}: {exc}") from None
+                also = " or off" if kind == "duration|off" else ""
+                raise self.error(node, f"{key}: {exc}{also}") from None
         if kind == "bool":
             if not isinstance(value, bool):
                 raise self.error(node, f"{key} takes true or false")

@@ -203,8 +203,7 @@ class SqliteIndex:
         with self.transaction():
             start = int(db.execute("SELECT coalesce(max(seq), 0) + 1 FROM evidence").fetchone()[0])
             dumps = orjson.dumps
-            before = db.total_changes
-            db.executemany(
+            stored = db.executemany(
                 _INSERT_EVIDENCE,
                 [
                     (
@@ -231,8 +230,7 @@ class SqliteIndex:
                     )
                     for n, ev in enumerate(batch.values())
                 ],
-            )
-            stored = db.total_changes - before
+            ).rowcount  # rows inserted; not total_changes, a 32-bit count that wraps
             if stored == len(batch):
                 db.executemany(
                     "INSERT INTO raw (seq, body) VALUES (?, ?)",

@@ -27,3 +27,18 @@ def test_unknown_experiment_is_reported_not_measured(world: World, tmp_path: Pat
         run_round(
             world.index, tmp_path, [("no-such-run", world.a[0])], cache="off", clients=2, requests=4
         )
+
+
+def test_round_with_a_collector_writing_meanwhile(world: World, tmp_path: Path) -> None:
+    import shutil
+
+    index = tmp_path / "index.sqlite"
+    shutil.copyfile(world.index, index)  # the writer adds records: not to the shared index
+    experiments = [(name, ns) for ns, name in (world.a, world.b, world.c)]
+    result = run_round(
+        index, tmp_path, experiments, cache="1s", clients=4, requests=200, writer_per_s=20
+    )
+    assert result.errors == 0
+    assert len(result.latencies_ms) == 200
+    assert result.commits > 0
+    assert f"{result.commits} index commits meanwhile" in result.summary()

@@ -115,7 +115,8 @@ def test_unknown_experiments_leave_no_state(world: World, copy: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"), [("off", 0.0), ("0", 0.0), ("45s", 45.0), ("2m", 120.0)]
+    ("text", "expected"),
+    [("off", 0.0), ("0", 0.0), ("0s", 0.0), ("'0'", 0.0), ("45s", 45.0), ("2m", 120.0)],
 )
 def test_api_cache_takes_a_duration_or_off(tmp_path: Path, text: str, expected: float) -> None:
     from whyjob.api.config import load_surface_config
@@ -131,5 +132,7 @@ def test_api_cache_refuses_nonsense(tmp_path: Path) -> None:
 
     path = tmp_path / "whyjob.yaml"
     path.write_text("api:\n  cache: soon\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"whyjob.yaml:2: api.cache: 'soon' is not a duration"):
+    with pytest.raises(
+        ConfigError, match=r"whyjob.yaml:2: api.cache: 'soon' is not a duration .* or off"
+    ):
         load_surface_config(path)
