@@ -4,8 +4,9 @@ Everything goes through the one Explanation model (explain/engine.py): the API's
 timeline and Slack render it, none computes its own diagnosis. Explanations are cached: while
 nothing is committed to the index they stay valid; while a collector writes, each is reused
 for at most `cache_s` (an index page lists dozens of experiments, a timeline page asks twice,
-and fifty people opening the same incident should cost one explain). Concurrent misses for one experiment
-wait for a single computation instead of each running it.
+and fifty people opening the same incident should cost one explain). Concurrent misses for one
+experiment wait for a single computation instead of each running it; once an explanation is
+cached, requests arriving while it is being refreshed get the previous one.
 
 An experiment in a namespace the principal may not read answers exactly like one that does not
 exist (404), so names do not leak either.
@@ -102,7 +103,14 @@ class Service:
         if self.cache_s <= 0:
             return self._explain(namespace, name)
         with self._lock:
-            computing = self._computing.setdefault(key, threading.Lock())
+            computing = self._computing.get(key)
+            stale = self._cache.get(key)
+            if computing is None:
+                computing = self._computing[key] = threading.Lock()
+            elif stale is not None:
+                # Another request is refreshing it: the previous answer meanwhile, rather than
+                # a queue of requests behind one explain (stale-while-revalidate).
+                return stale.explanation
         try:
             with computing:
                 found = self._fresh(key, generation)  # a request just before may have made it

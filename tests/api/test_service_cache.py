@@ -136,3 +136,33 @@ def test_api_cache_refuses_nonsense(tmp_path: Path) -> None:
         ConfigError, match=r"whyjob.yaml:2: api.cache: 'soon' is not a duration .* or off"
     ):
         load_surface_config(path)
+
+
+def test_while_one_request_refreshes_the_others_get_the_previous_answer(
+    world: World, copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = Service(copy, load_rules(), cache_s=0.1)
+    first = service.explanation(EVERYONE, *world.a)
+    _touch(copy, 2)
+    time.sleep(0.15)  # expired, and the index has changed: the next request refreshes
+    real = service_module.explain_experiment
+    refreshing = threading.Event()
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        refreshing.set()
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(service_module, "explain_experiment", slow)
+    results: list[Any] = []
+    refresher = threading.Thread(
+        target=lambda: results.append(service.explanation(EVERYONE, *world.a))
+    )
+    refresher.start()
+    assert refreshing.wait(5)
+    started = time.monotonic()
+    assert service.explanation(EVERYONE, *world.a) is first  # not queued behind the refresh
+    assert time.monotonic() - started < 0.2
+    refresher.join()
+    assert results and results[0] is not first
+    assert service.explanation(EVERYONE, *world.a) is results[0]
