@@ -6,7 +6,9 @@ nothing is committed to the index they stay valid; while a collector writes, eac
 for at most `cache_s` (an index page lists dozens of experiments, a timeline page asks twice,
 and fifty people opening the same incident should cost one explain). Concurrent misses for one
 experiment wait for a single computation instead of each running it; once an explanation is
-cached, requests arriving while it is being refreshed get the previous one.
+cached, an expired one is answered at once and refreshed in the background for the next request
+(stale-while-revalidate: so nobody queues behind refreshes, at the price of one answer that is
+older than `cache_s` by the time the refresh takes).
 
 An experiment in a namespace the principal may not read answers exactly like one that does not
 exist (404), so names do not leak either.
@@ -14,6 +16,8 @@ exist (404), so names do not leak either.
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 import time
 from collections.abc import Iterator
@@ -34,6 +38,8 @@ from whyjob.explain.model import Explanation
 from whyjob.explain.ruleset import RuleSet
 
 __all__ = ["Service", "status_of"]
+
+_log = logging.getLogger(__name__)
 
 
 def status_of(explanation: Explanation) -> str:
@@ -63,6 +69,9 @@ class Service:
         self._lock = threading.Lock()
         self._computing: dict[tuple[str, str], threading.Lock] = {}
         self._changes = ChangeWatch(index_path)
+        self._refreshing: set[tuple[str, str]] = set()
+        self._refresh_queue: queue.Queue[tuple[str, str]] = queue.Queue()
+        self._refresher: threading.Thread | None = None
         # One explain at a time: it is CPU-bound Python, and threads taking turns at the GIL
         # (and at SQLite's mutexes) cost more than they overlap: 40 at once took 3x the CPU.
         self._explaining = threading.Lock()
@@ -103,31 +112,63 @@ class Service:
         if self.cache_s <= 0:
             return self._explain(namespace, name)
         with self._lock:
-            computing = self._computing.get(key)
             stale = self._cache.get(key)
-            if computing is None:
-                computing = self._computing[key] = threading.Lock()
-            elif stale is not None:
-                # Another request is refreshing it: the previous answer meanwhile, rather than
-                # a queue of requests behind one explain (stale-while-revalidate).
+            if stale is not None:
+                # Stale-while-revalidate: the previous answer now, a fresh one computed in the
+                # background for the next request, so nobody waits in line behind refreshes.
+                if key not in self._refreshing:
+                    self._refreshing.add(key)
+                    self._refresh_queue.put(key)
+                    self._start_refresher()
                 return stale.explanation
+            computing = self._computing.setdefault(key, threading.Lock())
         try:
             with computing:
                 found = self._fresh(key, generation)  # a request just before may have made it
                 if found is not None:
                     return found
                 explanation = self._explain(namespace, name)
-                with self._lock:
-                    self._cache.pop(key, None)  # re-inserted last: the dict stays in age order
-                    self._cache[key] = _Cached(time.monotonic(), generation, explanation)
-                    if len(self._cache) > _MAX_CACHED:
-                        for old in list(self._cache)[: _MAX_CACHED // 2]:
-                            del self._cache[old]
+                self._store(key, generation, explanation)
                 return explanation
         finally:
             with self._lock:
                 if self._computing.get(key) is computing:  # not a later request's lock
                     del self._computing[key]
+
+    def _store(
+        self, key: tuple[str, str], generation: tuple[int, ...], explanation: Explanation
+    ) -> None:
+        with self._lock:
+            self._cache.pop(key, None)  # re-inserted last: the dict stays in age order
+            self._cache[key] = _Cached(time.monotonic(), generation, explanation)
+            if len(self._cache) > _MAX_CACHED:
+                for old in list(self._cache)[: _MAX_CACHED // 2]:
+                    del self._cache[old]
+
+    def _start_refresher(self) -> None:
+        """Called with the lock held."""
+        if self._refresher is None:
+            self._refresher = threading.Thread(
+                target=self._refresh_forever, name="whyjob-explain-refresh", daemon=True
+            )
+            self._refresher.start()
+
+    def _refresh_forever(self) -> None:
+        while True:
+            key = self._refresh_queue.get()
+            try:
+                generation = self._generation()
+                explanation = self._explain(*key)
+            except NotFound:
+                with self._lock:
+                    self._cache.pop(key, None)
+            except Exception:  # the previous answer stays; the next request tries again
+                _log.exception("refreshing the explanation of %s/%s", *key)
+            else:
+                self._store(key, generation, explanation)
+            finally:
+                with self._lock:
+                    self._refreshing.discard(key)
 
     def explanation_json(self, principal: Principal, namespace: str, name: str) -> bytes:
         """The explanation as JSON bytes, serialised once per cached explanation."""

@@ -54,6 +54,14 @@ def test_unchanged_index_keeps_explanations_past_the_ttl(world: World, copy: Pat
     assert service.explanation(EVERYONE, *world.a) is first
 
 
+def _settled(service: Service) -> None:
+    """Wait for background refreshes to finish."""
+    deadline = time.monotonic() + 10
+    while service._refreshing and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not service._refreshing
+
+
 def test_a_changed_index_is_reexplained_once_the_ttl_has_passed(world: World, copy: Path) -> None:
     service = Service(copy, load_rules(), cache_s=0.3)
     first = service.explanation(EVERYONE, *world.a)
@@ -61,7 +69,10 @@ def test_a_changed_index_is_reexplained_once_the_ttl_has_passed(world: World, co
     # Within the TTL a busy collector does not force a recomputation per request...
     assert service.explanation(EVERYONE, *world.a) is first
     time.sleep(0.35)
-    # ...after it, the new index is read.
+    # ...after it, the previous answer once more while the new index is read in the background,
+    assert service.explanation(EVERYONE, *world.a) is first
+    _settled(service)
+    # then the new one.
     second = service.explanation(EVERYONE, *world.a)
     assert second is not first
     assert second.verdict.category == first.verdict.category
@@ -138,31 +149,44 @@ def test_api_cache_refuses_nonsense(tmp_path: Path) -> None:
         load_surface_config(path)
 
 
-def test_while_one_request_refreshes_the_others_get_the_previous_answer(
+def test_an_expired_answer_is_served_at_once_and_refreshed_in_the_background(
     world: World, copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     service = Service(copy, load_rules(), cache_s=0.1)
     first = service.explanation(EVERYONE, *world.a)
     _touch(copy, 2)
-    time.sleep(0.15)  # expired, and the index has changed: the next request refreshes
+    time.sleep(0.15)  # expired, and the index has changed
+    calls: list[str] = []
     real = service_module.explain_experiment
-    refreshing = threading.Event()
 
     def slow(*args: Any, **kwargs: Any) -> Any:
-        refreshing.set()
+        calls.append(args[2])
         time.sleep(0.3)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(service_module, "explain_experiment", slow)
-    results: list[Any] = []
-    refresher = threading.Thread(
-        target=lambda: results.append(service.explanation(EVERYONE, *world.a))
-    )
-    refresher.start()
-    assert refreshing.wait(5)
     started = time.monotonic()
-    assert service.explanation(EVERYONE, *world.a) is first  # not queued behind the refresh
-    assert time.monotonic() - started < 0.2
-    refresher.join()
-    assert results and results[0] is not first
-    assert service.explanation(EVERYONE, *world.a) is results[0]
+    answers = [service.explanation(EVERYONE, *world.a) for _ in range(5)]
+    assert time.monotonic() - started < 0.2, "nobody waits for the refresh"
+    assert all(a is first for a in answers)
+    _settled(service)
+    assert calls == [world.a[1]], "one refresh for all five requests"
+    refreshed = service.explanation(EVERYONE, *world.a)
+    assert refreshed is not first
+
+
+def test_a_failed_refresh_keeps_the_previous_answer(
+    world: World, copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = Service(copy, load_rules(), cache_s=0.05)
+    first = service.explanation(EVERYONE, *world.a)
+    _touch(copy, 3)
+    time.sleep(0.1)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(service_module, "explain_experiment", broken)
+    assert service.explanation(EVERYONE, *world.a) is first
+    _settled(service)
+    assert service.explanation(EVERYONE, *world.a) is first
