@@ -40,7 +40,9 @@ class Served:
         """One round: the experiments seen within the window, their loops and new failures."""
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         names = self.service.recent(now - int(window_s * 1000))
-        explanations = [self.service.explanation(_EVERYTHING, ns, name) for ns, name in names]
+        explanations = [
+            self.service.explanation(_EVERYTHING, ns, name, current=True) for ns, name in names
+        ]
         # Failures first: their first message starts the experiment's thread, where the loop
         # alert then goes.
         if self.notify is not None:

@@ -101,7 +101,12 @@ class Service:
 
     # -- experiments ---------------------------------------------------------------------------
 
-    def explanation(self, principal: Principal, namespace: str, name: str) -> Explanation:
+    def explanation(
+        self, principal: Principal, namespace: str, name: str, *, current: bool = False
+    ) -> Explanation:
+        """The experiment's explanation; `current`: never an expired one, even if that means
+        waiting for it (the loop watch and notifications must see a failure as soon as it is
+        in the index, not one round later)."""
         if not principal.may_read(namespace):
             raise NotFound(f"no experiment {name!r} in namespace {namespace!r}")
         key = (namespace, name)
@@ -113,7 +118,7 @@ class Service:
             return self._explain(namespace, name)
         with self._lock:
             stale = self._cache.get(key)
-            if stale is not None:
+            if stale is not None and not current:
                 # Stale-while-revalidate: the previous answer now, a fresh one computed in the
                 # background for the next request, so nobody waits in line behind refreshes.
                 if key not in self._refreshing:

@@ -190,3 +190,13 @@ def test_a_failed_refresh_keeps_the_previous_answer(
     assert service.explanation(EVERYONE, *world.a) is first
     _settled(service)
     assert service.explanation(EVERYONE, *world.a) is first
+
+
+def test_the_loop_watch_gets_the_current_answer_not_an_expired_one(
+    world: World, copy: Path
+) -> None:
+    service = Service(copy, load_rules(), cache_s=0.05)
+    first = service.explanation(EVERYONE, *world.a)
+    _touch(copy, 4)
+    time.sleep(0.1)
+    assert service.explanation(EVERYONE, *world.a, current=True) is not first
