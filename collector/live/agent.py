@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from whyjob.collector.ingest.base import IngestOptions
 from whyjob.collector.live.forward import Forwarder
 from whyjob.collector.live.health import Health, MetricsServer
+from whyjob.collector.live.journal import JournalKernelLog
 from whyjob.collector.live.logs import LogRetention
 from whyjob.collector.live.metadata import AwsImds, AzureScheduledEvents, GceMetadata
 from whyjob.collector.live.node import KernelLog, PodLogs
@@ -80,7 +81,18 @@ def start_agent(
         progress_every_s=settings["progress_every"],
     )
     sources: list[Collector] = []
-    if settings["kernel"] not in (None, "off"):
+    if settings["kernel"] == "journal":
+        sources.append(
+            JournalKernelLog(
+                forwarder.put,
+                health,
+                node,
+                ingest,
+                checkpoints.get("kernel"),
+                directory=settings["journal_dir"],
+            )
+        )
+    elif settings["kernel"] not in (None, "off"):
         sources.append(
             KernelLog(
                 forwarder.put,

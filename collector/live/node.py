@@ -26,7 +26,7 @@ from whyjob.collector.live.health import Health
 from whyjob.collector.live.logs import LogRetention
 from whyjob.collector.live.sink import Batch
 
-__all__ = ["KernelLog", "PodLogs", "boot_time_ms"]
+__all__ = ["KernelLog", "PodLogs", "Put", "SourceThread", "boot_time_ms"]
 
 _BATCH_LINES: Final = 2000
 
@@ -41,7 +41,7 @@ def boot_time_ms(proc_stat: Path = Path("/proc/stat")) -> int:
     raise RuntimeError(f"no btime in {proc_stat}")
 
 
-class _Thread:
+class SourceThread:
     """A source with its own thread, started and joined like the collectors."""
 
     name = "source"
@@ -63,7 +63,7 @@ class _Thread:
         raise NotImplementedError
 
 
-class KernelLog(_Thread):
+class KernelLog(SourceThread):
     name = "kernel"
 
     def __init__(
@@ -168,7 +168,7 @@ def _kmsg(line: str) -> tuple[int, int, str] | None:
         return None
 
 
-class PodLogs(_Thread):
+class PodLogs(SourceThread):
     name = "pod-logs"
 
     def __init__(
