@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from whyjob.api.access import Principal
-from whyjob.core.errors import NotFound
+from whyjob.core.errors import IndexProblem, NotFound
 from whyjob.core.evidence import parse_id
 from whyjob.core.index import ChangeWatch, SqliteIndex
 from whyjob.core.timeutil import format_ts
@@ -58,6 +58,9 @@ class _Cached:
 
 
 _MAX_CACHED = 20_000  # explanations kept; beyond it the oldest half goes
+# An expired explanation is answered while it is refreshed only this many cache_s old at most;
+# older (a refresh keeps failing), the request computes it itself and sees the error.
+_STALE_LIMIT = 4
 
 
 class Service:
@@ -118,7 +121,11 @@ class Service:
             return self._explain(namespace, name)
         with self._lock:
             stale = self._cache.get(key)
-            if stale is not None and not current:
+            if (
+                stale is not None
+                and not current
+                and time.monotonic() - stale.at < _STALE_LIMIT * self.cache_s
+            ):
                 # Stale-while-revalidate: the previous answer now, a fresh one computed in the
                 # background for the next request, so nobody waits in line behind refreshes.
                 if key not in self._refreshing:
@@ -132,8 +139,9 @@ class Service:
                 found = self._fresh(key, generation)  # a request just before may have made it
                 if found is not None:
                     return found
+                started = time.monotonic()
                 explanation = self._explain(namespace, name)
-                self._store(key, generation, explanation)
+                self._store(key, generation, explanation, started)
                 return explanation
         finally:
             with self._lock:
@@ -141,36 +149,48 @@ class Service:
                     del self._computing[key]
 
     def _store(
-        self, key: tuple[str, str], generation: tuple[int, ...], explanation: Explanation
+        self,
+        key: tuple[str, str],
+        generation: tuple[int, ...],
+        explanation: Explanation,
+        started: float,
     ) -> None:
+        """Cache an explanation whose reading began at `started`, unless a newer one is in."""
         with self._lock:
+            held = self._cache.get(key)
+            if held is not None and held.at > started:
+                return  # read after this one began: it knows at least as much
             self._cache.pop(key, None)  # re-inserted last: the dict stays in age order
-            self._cache[key] = _Cached(time.monotonic(), generation, explanation)
+            self._cache[key] = _Cached(started, generation, explanation)
             if len(self._cache) > _MAX_CACHED:
                 for old in list(self._cache)[: _MAX_CACHED // 2]:
                     del self._cache[old]
 
     def _start_refresher(self) -> None:
         """Called with the lock held."""
-        if self._refresher is None:
-            self._refresher = threading.Thread(
+        if self._refresher is None or not self._refresher.is_alive():
+            refresher = threading.Thread(
                 target=self._refresh_forever, name="whyjob-explain-refresh", daemon=True
             )
-            self._refresher.start()
+            refresher.start()
+            self._refresher = refresher
 
     def _refresh_forever(self) -> None:
         while True:
             key = self._refresh_queue.get()
             try:
                 generation = self._generation()
+                if self._fresh(key, generation) is not None:
+                    continue  # a request has made it meanwhile
+                started = time.monotonic()
                 explanation = self._explain(*key)
-            except NotFound:
+            except (NotFound, IndexProblem):  # gone, or no index: stop answering from memory
                 with self._lock:
                     self._cache.pop(key, None)
-            except Exception:  # the previous answer stays; the next request tries again
+            except Exception:  # the previous answer stays, for at most _STALE_LIMIT x cache_s
                 _log.exception("refreshing the explanation of %s/%s", *key)
             else:
-                self._store(key, generation, explanation)
+                self._store(key, generation, explanation, started)
             finally:
                 with self._lock:
                     self._refreshing.discard(key)

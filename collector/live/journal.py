@@ -3,7 +3,8 @@
 `journalctl -k -f -o json` (on the host's journal folder when the agent runs in a pod) gives
 each kernel line with its wall-clock time and a cursor. The checkpoint is the cursor of the
 last entry handed over: a restarted agent asks for what came `--after-cursor`, so it neither
-skips nor repeats a line; without one it reads the current boot from its start (`--no-tail`).
+skips nor repeats a line; without one (or with one of an earlier boot) it reads the current boot
+from its start (`--no-tail`).
 Entries go through the same parser as `whyjob ingest` of a `journalctl -k -o json` export, so
 a line read live and the same line imported later are one record.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import select
 import subprocess
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -33,7 +35,6 @@ from whyjob.collector.live.sink import Batch
 __all__ = ["JournalKernelLog"]
 
 _BATCH_LINES: Final = 2000
-_RESTART_S: Final = 5.0
 
 
 class JournalKernelLog(SourceThread):
@@ -49,14 +50,17 @@ class JournalKernelLog(SourceThread):
         *,
         directory: Path | None = None,
         command: Sequence[str] = ("journalctl",),
+        boot_id: str | None = None,
         poll_s: float = 0.2,
+        restart_s: float = 5.0,
     ) -> None:
         super().__init__()
         self.put, self.health, self.node = put, health, node
         self.ctx = Context(f"journal:{node}", replace(options, node=node))
-        # A kmsg checkpoint (boot:seq) from before a switch to the journal is not a cursor.
-        self.cursor = checkpoint if checkpoint and "s=" in checkpoint else None
+        self.boot_id = (boot_id if boot_id is not None else _boot_id()).replace("-", "")
+        self.cursor = checkpoint if _resumable(checkpoint, self.boot_id) else None
         self.directory, self.command, self.poll_s = directory, list(command), poll_s
+        self.restart_s = restart_s
 
     def arguments(self) -> list[str]:
         args = [*self.command, "-k", "-f", "-o", "json", "--no-pager"]
@@ -66,34 +70,40 @@ class JournalKernelLog(SourceThread):
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            try:
-                process = subprocess.Popen(
-                    self.arguments(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
-                )
-            except OSError as exc:
-                self.health.error(self.name, f"cannot run {self.command[0]}: {exc.strerror}")
-                stop.wait(_RESTART_S)
-                continue
-            with process:  # closes the pipes and reaps the child
+            # stderr to a file, read after exit: a pipe nobody drains could block journalctl.
+            with tempfile.TemporaryFile() as errors:
                 try:
-                    self._follow(process, stop)
-                finally:
-                    process.terminate()
+                    process = subprocess.Popen(
+                        self.arguments(), stdout=subprocess.PIPE, stderr=errors
+                    )
+                except OSError as exc:
+                    self.health.error(self.name, f"cannot run {self.command[0]}: {exc.strerror}")
+                    stop.wait(self.restart_s)
+                    continue
+                with process:  # closes the pipe and reaps the child
                     try:
-                        process.wait(5)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait()
+                        self._follow(process, stop)
+                    finally:
+                        process.terminate()
+                        try:
+                            process.wait(5)
+                        except subprocess.TimeoutExpired:
+                            process.kill()
+                            process.wait()
                 if stop.is_set():
                     return
-                assert process.stderr is not None
-                problem = process.stderr.read().decode("utf-8", "replace").strip()
+                errors.seek(0)
+                problem = errors.read().decode("utf-8", "replace").strip()
+            if self.cursor and "cursor" in problem.lower():
+                # Vacuumed away, or not a cursor at all: the boot from its start instead
+                # (records already stored are recognised by their ids).
+                self.cursor = None
             self.health.error(
                 self.name,
                 f"{self.command[0]} exited with {process.returncode}"
                 + (f": {problem.splitlines()[-1]}" if problem else ""),
             )
-            stop.wait(_RESTART_S)
+            stop.wait(self.restart_s)
 
     def _follow(self, process: subprocess.Popen[bytes], stop: threading.Event) -> None:
         assert process.stdout is not None
@@ -140,3 +150,21 @@ class JournalKernelLog(SourceThread):
         self.health.ok(self.name)
         self.health.count(self.name, "lines", len(lines))
         return []
+
+
+def _boot_id(path: Path = Path("/proc/sys/kernel/random/boot_id")) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _resumable(checkpoint: str | None, boot_id: str) -> bool:
+    """A journal cursor (`s=…;i=…;b=BOOT;…`) of this boot. `-k` reads only the current boot,
+    and `--after-cursor` skips one entry even when the cursor's own entry is filtered out, so
+    a cursor of an earlier boot would lose the new boot's first line; a kmsg checkpoint
+    (`boot:seq`) from before a switch to the journal is no cursor at all."""
+    if not checkpoint or not checkpoint.startswith("s="):
+        return False
+    fields = dict(part.split("=", 1) for part in checkpoint.split(";") if "=" in part)
+    return not boot_id or fields.get("b") == boot_id

@@ -1,7 +1,7 @@
 """Has the index changed? For caches above it (the API's explanations).
 
-`PRAGMA data_version` on one long-lived connection changes exactly when another connection,
-in any process, has committed since the last look. File stat times are not enough: readers
+`PRAGMA data_version` on one long-lived connection changes whenever another connection, in
+any process, has committed (or checkpointed) since the last look. File stat times are not enough: readers
 create and delete the WAL, and two commits within a coarse timestamp tick look alike. The
 file's inode is part of the answer too, so an index deleted and made again is noticed.
 """

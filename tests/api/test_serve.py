@@ -10,6 +10,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from slack_sdk import WebClient
 
@@ -116,3 +117,25 @@ def test_the_slash_command_is_signed_and_reads_only_what_it_is_granted(
         f"nope-{world.b[1]}", "X"
     )
     assert "app.exception" not in str(refused.json())
+
+
+def test_the_watch_asks_for_current_explanations(
+    tmp_path: Path, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Notifications and loop alerts must not be one round late: never an expired answer."""
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text("tokens:\n  - {name: ops, token: ops-token, namespaces: ['*']}\n")
+    config = tmp_path / "config.yaml"
+    hook = "http://127.0.0.1:9/hook"  # a loop alert sink, so the watch runs; never reached
+    config.write_text(f"api:\n  tokens: {tokens}\nalerts:\n  window: 9000h\n  webhook: {hook}\n")
+    served = build(load_surface_config(config), world.index, load_rules())
+    asked: list[dict[str, object]] = []
+    real = served.service.explanation
+
+    def spy(*args: object, **kwargs: object) -> object:
+        asked.append(kwargs)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(served.service, "explanation", spy)
+    served.check(9000 * 3600, io.StringIO())
+    assert asked and all(kwargs.get("current") is True for kwargs in asked)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +201,32 @@ def test_the_loop_watch_gets_the_current_answer_not_an_expired_one(
     _touch(copy, 4)
     time.sleep(0.1)
     assert service.explanation(EVERYONE, *world.a, current=True) is not first
+
+
+def test_a_deleted_index_is_not_answered_from_memory_for_long(world: World, copy: Path) -> None:
+    from whyjob.core.errors import IndexProblem
+
+    service = Service(copy, load_rules(), cache_s=0.05)
+    service.explanation(EVERYONE, *world.a)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    time.sleep(0.1)
+    with suppress(IndexProblem):  # at most once more from memory while the refresh fails
+        service.explanation(EVERYONE, *world.a)
+    _settled(service)
+    with pytest.raises(IndexProblem):
+        service.explanation(EVERYONE, *world.a)
+
+
+def test_a_late_refresh_does_not_replace_a_newer_answer(world: World, copy: Path) -> None:
+    from dataclasses import replace
+
+    service = Service(copy, load_rules(), cache_s=30)
+    held = service.explanation(EVERYONE, *world.a)
+    key = (world.a[0], world.a[1])
+    read_at = service._cache[key].at
+    other = replace(held)  # a distinct answer, from a refresh
+    service._store(key, (0,), other, read_at - 1)  # began before the held one was read
+    assert service._cache[key].explanation is held
+    service._store(key, (0,), other, read_at + 1)  # began after: it knows more
+    assert service._cache[key].explanation is other

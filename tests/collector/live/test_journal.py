@@ -89,7 +89,9 @@ def _wait(condition: Callable[[], bool], timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
-def _source(out: Collected, health: Health, folder: Path, cursor: str | None) -> JournalKernelLog:
+def _source(
+    out: Collected, health: Health, folder: Path, cursor: str | None, boot_id: str | None = None
+) -> JournalKernelLog:
     return JournalKernelLog(
         out.put,
         health,
@@ -98,7 +100,9 @@ def _source(out: Collected, health: Health, folder: Path, cursor: str | None) ->
         cursor,
         directory=folder,
         command=[_tools()[0]],
+        boot_id=boot_id,
         poll_s=0.05,
+        restart_s=0.2,
     )
 
 
@@ -165,3 +169,31 @@ def test_without_a_cursor_the_current_boot_is_read_from_its_start(
     source = _source(Collected(), Health(), tmp_path, checkpoint)
     assert source.arguments()[-1] == "--no-tail"
     assert source.arguments()[1:5] == ["-k", "-f", "-o", "json"]
+
+
+def test_a_cursor_of_an_earlier_boot_reads_this_boot_from_its_start(tmp_path: Path) -> None:
+    cursor = "s=20294511ee0141748d622ebd12c9e1c2;i=2;b=0123456789abcdef0123456789abcdef;m=f4242"
+    earlier = _source(Collected(), Health(), tmp_path, cursor, boot_id="fedcba98-7654-3210")
+    assert earlier.arguments()[-1] == "--no-tail"
+    same = _source(
+        Collected(), Health(), tmp_path, cursor, boot_id="01234567-89ab-cdef-0123-456789abcdef"
+    )
+    assert same.arguments()[-2:] == ["--after-cursor", cursor]
+
+
+def test_a_cursor_journalctl_cannot_seek_to_falls_back_to_the_boot(tmp_path: Path) -> None:
+    journal = Journal(tmp_path)
+    journal.kernel(
+        "NVRM: Xid (PCI:0000:10:1c): 79, pid=1, name=python, GPU has fallen off the bus."
+    )
+    out, health, stop = Collected(), Health(), threading.Event()
+    source = _source(out, health, tmp_path, f"s=garbage;b={journal.boot}")
+    assert source.arguments()[-2] == "--after-cursor"
+    source.start(stop)
+    try:
+        _wait(lambda: out.xids() == [79])
+    finally:
+        stop.set()
+        source.join(10)
+    assert "cursor" in (health.states["kernel"].last_error or "").lower()
+    assert health.states["kernel"].up
