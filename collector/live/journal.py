@@ -140,15 +140,14 @@ class JournalKernelLog(SourceThread):
             items += kernel.parse_journal_json(self.ctx, entry, None)
             if isinstance(entry, dict) and isinstance(entry.get("__CURSOR"), str):
                 cursor = entry["__CURSOR"]
-        try:
+
+        def batch() -> Batch:
             checkpoint = {self.name: cursor} if cursor else {}
-            self.put(Batch(self.name, f"journal:{self.node}", items, checkpoint))
-        except Exception as exc:  # a full disk, a stopped writer: keep the lines, try again
-            self.health.error(self.name, f"{type(exc).__name__}: {exc}")
+            return Batch(self.name, f"journal:{self.node}", items, checkpoint)
+
+        if not self.hand_over(batch, len(lines)):
             return lines
         self.cursor = cursor
-        self.health.ok(self.name)
-        self.health.count(self.name, "lines", len(lines))
         return []
 
 

@@ -45,6 +45,8 @@ class SourceThread:
     """A source with its own thread, started and joined like the collectors."""
 
     name = "source"
+    put: Put  # where batches go, and how the source is doing: set by each source
+    health: Health
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
@@ -61,6 +63,18 @@ class SourceThread:
 
     def run(self, stop: threading.Event) -> None:
         raise NotImplementedError
+
+    def hand_over(self, make: Callable[[], Batch], lines: int) -> bool:
+        """Make a batch and put it; health says how it went. False (a full disk, a stopped
+        writer): the caller keeps what the batch was made of and tries again."""
+        try:
+            self.put(make())
+        except Exception as exc:
+            self.health.error(self.name, f"{type(exc).__name__}: {exc}")
+            return False
+        self.health.ok(self.name)
+        self.health.count(self.name, "lines", lines)
+        return True
 
 
 class KernelLog(SourceThread):
@@ -136,16 +150,13 @@ class KernelLog(SourceThread):
 
     def _send(self, lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
         """Hand the lines over; returns what is still to send (all of it, if that failed)."""
-        try:
+
+        def batch() -> Batch:
             items: list[Item] = list(kernel.parse_kernel_text(self.ctx, lines))
             checkpoint = {self.name: f"{self.boot_id}:{lines[-1][0]}"}
-            self.put(Batch(self.name, f"kmsg:{self.node}", items, checkpoint))
-        except Exception as exc:  # a full disk, a stopped writer: keep the lines, try again
-            self.health.error(self.name, f"{type(exc).__name__}: {exc}")
-            return lines
-        self.health.ok(self.name)
-        self.health.count(self.name, "lines", len(lines))
-        return []
+            return Batch(self.name, f"kmsg:{self.node}", items, checkpoint)
+
+        return [] if self.hand_over(batch, len(lines)) else lines
 
 
 def _boot_id(path: Path = Path("/proc/sys/kernel/random/boot_id")) -> str:
