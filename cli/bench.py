@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Measure ingest throughput, explain latency and CLI start-up.", no_args_is_help=True
+    help="Measure ingest throughput, explain and API latency, CLI start-up and accuracy.",
+    no_args_is_help=True,
 )
 
 

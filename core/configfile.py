@@ -4,7 +4,7 @@
 Each section is declared as `{key: (type, default)}`; reading it fills the defaults and turns an
 unknown key, a wrong type or a bad duration into an error naming the file and the line, with a
 suggestion when a close key exists. Types: `str`, `path` (~ expanded), `bool`, `int` (> 0),
-`duration` (`30s`, `5m`, `1h` or seconds), `duration|off` (also `off` or 0: 0.0), `list` (of strings), `listen` (`HOST:PORT` or `off`),
+`duration` (`30s`, `5m`, `1h` or seconds), `duration|off` (also `off` or 0: 0.0), `str|off` (a string, or `off`), `list` (of strings), `listen` (`HOST:PORT` or `off`),
 `choice:a,b,c`, `map` (names to lists of names).
 """
 
@@ -123,9 +123,12 @@ class ConfigFile:
             if not isinstance(value, dict):
                 raise self.error(node, f"{key} takes a mapping of names to lists of names")
             return {name: self.value(item, "list", f"{key}.{name}") for name, item in value.items()}
-        if kind in ("str", "path"):
+        if kind == "str|off" and (value is False or value == "off"):
+            return "off"  # YAML reads a bare `off` as false
+        if kind in ("str", "path", "str|off"):
             if not isinstance(value, str) or not value:
-                raise self.error(node, f"{key} takes a string")
+                also = " or off" if kind == "str|off" else ""
+                raise self.error(node, f"{key} takes a string{also}")
             return Path(value).expanduser() if kind == "path" else value
         raise AssertionError(kind)
 

@@ -68,9 +68,9 @@ AGENT_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
     "spool": ("path", Path("/var/lib/whyjob-agent")),
     "cloud": ("choice:none,aws,gce,azure", "none"),
     "metadata_interval": ("duration", 5.0),
-    "kernel": ("str", "/dev/kmsg"),  # a path, `journal` or `off`
+    "kernel": ("str|off", "/dev/kmsg"),  # a path, `journal` or `off`
     "journal_dir": ("path", None),
-    "pod_logs": ("str", "/var/log/pods"),
+    "pod_logs": ("str|off", "/var/log/pods"),
     "keep": ("choice:classified,all", "classified"),
     "context_lines": ("int", 20),
     "progress_every": ("duration", 30.0),

@@ -40,6 +40,20 @@ def test_listen_off_and_durations(tmp_path: Path) -> None:
     assert parse_duration_s("2h") == 7200.0 and parse_duration_s(15) == 15.0
 
 
+@pytest.mark.parametrize("spelling", ["off", "'off'"])
+def test_agent_sources_turned_off_as_documented(tmp_path: Path, spelling: str) -> None:
+    """`off` bare (which YAML reads as false) or quoted: both turn a source off."""
+    path = _write(
+        tmp_path,
+        f"agent:\n  send_to: http://c:4318\n  kernel: {spelling}\n  pod_logs: {spelling}\n",
+    )
+    agent = load_collect_config(path).agent
+    assert agent is not None and (agent["kernel"], agent["pod_logs"]) == ("off", "off")
+    path.write_text("agent:\n  send_to: http://c:4318\n  kernel: true\n")
+    with pytest.raises(ConfigError, match=r"agent.kernel takes a string or off"):
+        load_collect_config(path)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
