@@ -115,7 +115,9 @@ def write_event_list(path: Path, count: int, seed: int) -> None:
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
 
 
-def _filler(rng: random.Random, count: int, nodes: list[str], starts: list[int]) -> list[Evidence]:
+def _filler(
+    rng: random.Random, count: int, nodes: list[str], starts: list[int], first: int = 0
+) -> list[Evidence]:
     """Records from many other experiments and nodes, over the 30 days around an incident
     picked at random for each."""
     out: list[Evidence] = []
@@ -123,7 +125,7 @@ def _filler(rng: random.Random, count: int, nodes: list[str], starts: list[int])
         (f"team-{i % 40}", f"exp-{i // 8}-worker-{i % 8}", str(uuid.UUID(int=rng.getrandbits(128))))
         for i in range(4000)
     ]
-    for n in range(count):
+    for n in range(first, first + count):  # n numbers every filler record: distinct ids
         ts = starts[rng.randrange(len(starts))] - 15 * _DAY_MS + rng.randrange(30 * _DAY_MS)
         roll = rng.random()
         node = nodes[rng.randrange(len(nodes))]
@@ -256,7 +258,7 @@ def build_explain_index(
         )
         written = 0
         while written < records:
-            batch = _filler(rng, min(50_000, records - written), nodes, starts)
+            batch = _filler(rng, min(50_000, records - written), nodes, starts, written)
             index.write(batch)
             written += len(batch)
         built = {"scenarios": wanted, "experiments": experiments}
