@@ -6,14 +6,15 @@ required). Tests set `documents[path] = bytes` (absent: 404) and read `requests`
 from __future__ import annotations
 
 import secrets
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.standins.services import LoopbackServer
 
 __all__ = ["MetadataService"]
 
 
-class MetadataService:
+class MetadataService(LoopbackServer):
     def __init__(self, cloud: str) -> None:
         assert cloud in ("aws", "gce", "azure")
         self.cloud = cloud
@@ -66,18 +67,4 @@ class MetadataService:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> MetadataService:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(Handler)

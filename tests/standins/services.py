@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-__all__ = ["TextEndpoint", "alertmanager", "free_port", "prometheus"]
+__all__ = ["LoopbackServer", "TextEndpoint", "alertmanager", "free_port", "prometheus"]
 
 
 def free_port() -> int:
@@ -25,7 +25,32 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class TextEndpoint:
+class LoopbackServer:
+    """An HTTP handler class served on a free loopback port from `with` to the end of it."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def address(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"{host!s}:{port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class TextEndpoint(LoopbackServer):
     """`GET /metrics` answers `self.text` (Prometheus text format), changeable at any time."""
 
     def __init__(self, text: str = "") -> None:
@@ -46,33 +71,12 @@ class TextEndpoint:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def address(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"{host!s}:{port}"
-
-    def __enter__(self) -> TextEndpoint:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(Handler)
 
 
 @contextmanager
 def prometheus(workdir: Path, targets: list[str], scrape_interval: str = "1s") -> Iterator[str]:
     """A real Prometheus scraping `targets` (HOST:PORT); yields its base URL once it is ready."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        raise RuntimeError(
-            "the prometheus binary is missing: ./scripts/setup installs the Debian package "
-            "(WHYJOB_TEST_DEBS), or `apt-get install prometheus`"
-        )
-    port = free_port()
     config = workdir / "prometheus.yml"
     config.write_text(
         "global:\n"
@@ -82,57 +86,53 @@ def prometheus(workdir: Path, targets: list[str], scrape_interval: str = "1s") -
         "  - job_name: dcgm-exporter\n"
         f"    static_configs: [{{targets: [{', '.join(repr(t) for t in targets)}]}}]\n"
     )
-    log = (workdir / "prometheus.log").open("w")
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={workdir / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(url + "/-/ready", process, workdir / "prometheus.log")
+    with _service(
+        ["prometheus"],
+        "prometheus",
+        workdir,
+        [f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}"],
+    ) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 @contextmanager
 def alertmanager(workdir: Path) -> Iterator[str]:
     """A real Alertmanager (Debian `prometheus-alertmanager`), clustering off; yields its URL."""
-    binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-    if binary is None:
-        raise RuntimeError(
-            "the alertmanager binary is missing: ./scripts/setup installs the Debian package "
-            "prometheus-alertmanager (WHYJOB_TEST_DEBS)"
-        )
-    port = free_port()
     config = workdir / "alertmanager.yml"
     config.write_text("route:\n  receiver: quiet\nreceivers:\n  - name: quiet\n")
-    log = (workdir / "alertmanager.log").open("w")
-    process = subprocess.Popen(
+    with _service(
+        ["prometheus-alertmanager", "alertmanager"],
+        "prometheus-alertmanager",
+        workdir,
         [
-            binary,
             f"--config.file={config}",
             f"--storage.path={workdir / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
             "--cluster.listen-address=",
         ],
+    ) as url:
+        yield url
+
+
+@contextmanager
+def _service(names: list[str], package: str, workdir: Path, args: list[str]) -> Iterator[str]:
+    """One of the Prometheus family's daemons on a free port, until the block ends."""
+    binary = next((found for name in names if (found := shutil.which(name))), None)
+    if binary is None:
+        raise RuntimeError(
+            f"the {names[0]} binary is missing: ./scripts/setup installs the Debian package "
+            f"{package} (WHYJOB_TEST_DEBS), or `apt-get install {package}`"
+        )
+    port = free_port()
+    log_path = workdir / f"{names[0]}.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [binary, *args, f"--web.listen-address=127.0.0.1:{port}"],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url + "/-/ready", process, workdir / "alertmanager.log")
+        _wait_ready(url + "/-/ready", process, log_path)
         yield url
     finally:
         process.terminate()
@@ -140,6 +140,7 @@ def alertmanager(workdir: Path) -> Iterator[str]:
             process.wait(10)
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()
         log.close()
 
 
