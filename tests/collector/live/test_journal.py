@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.collector.live.test_agent import Collected as AgentCollected
 from whyjob.collector.ingest.base import IngestOptions
 from whyjob.collector.live.health import Health
 from whyjob.collector.live.journal import JournalKernelLog
-from whyjob.collector.live.sink import Batch
 from whyjob.core.evidence import Evidence
 
 GPU = "GPU-604ac76c-1111-2222-3333-444455556666"
@@ -65,20 +65,9 @@ class Journal:
         )
 
 
-class Collected:
-    def __init__(self) -> None:
-        self.batches: list[Batch] = []
-
-    def put(self, batch: Batch) -> None:
-        self.batches.append(batch)
-
+class Collected(AgentCollected):
     def xids(self) -> list[int]:
-        return [
-            i.attrs["xid"]
-            for b in self.batches
-            for i in b.items
-            if isinstance(i, Evidence) and i.kind == "gpu.xid"
-        ]
+        return [r.attrs["xid"] for r in self.records() if r.kind == "gpu.xid"]
 
 
 def _wait(condition: Callable[[], bool], timeout: float = 15.0) -> None:
