@@ -313,3 +313,93 @@ def bench_accuracy(
         typer.echo(f"  crashed: {failure}")
     if total.failures:
         raise typer.Exit(1)
+
+
+@app.command("realworld")
+def bench_realworld(
+    ctx: typer.Context,
+    cases: Annotated[
+        Path,
+        typer.Option("--cases", help="Corpus of real excerpts (JSON Lines, one case a line)."),
+    ] = Path("tests/fixtures/realworld/cases.jsonl"),
+    show_wrong: Annotated[
+        int, typer.Option("--show-wrong", help="Print up to this many wrong cases.")
+    ] = 30,
+    show_holdout: Annotated[
+        bool,
+        typer.Option(
+            "--show-holdout",
+            help="Also list the holdout's wrong cases (off: look at them only after tuning).",
+        ),
+    ] = False,
+    category: Annotated[
+        list[str] | None,
+        typer.Option("--category", help="Only cases labelled with these ids (repeatable)."),
+    ] = None,
+) -> None:
+    """Accuracy on real failure text from public bug reports: per-category precision and
+    recall, owner flips and a confusion list, on the tuning part and on the holdout."""
+    from whyjob.cli.commands import load_ruleset
+    from whyjob.cli.pasted import diagnose_text
+    from whyjob.cli.realworld import Report, load_cases, score
+    from whyjob.collector.ingest.base import IngestOptions
+    from whyjob.core.errors import WhyjobError
+
+    try:
+        corpus = load_cases(cases)
+    except WhyjobError as exc:
+        fail(str(exc), exc.exit_code)
+    if category:
+        corpus = [c for c in corpus if c.category in category]
+    rules = load_ruleset(ctx)
+    settings = state_of(ctx).settings
+    # A fixed clock: a case is diagnosed the same way whenever the benchmark runs.
+    options = IngestOptions(
+        launchers=settings.launchers, log_markers=settings.log_markers, at=1_780_000_000_000
+    )
+
+    def run(text: str) -> tuple[str, str, str]:
+        found = diagnose_text(text, rules, options)
+        return found.category, found.grade, found.summary
+
+    started = time.perf_counter()
+    report = Report(list(score(corpus, run)))
+    elapsed = time.perf_counter() - started
+    ambiguous = len(report.results) - len(report.scored)
+    typer.echo(
+        f"{len(report.results)} cases ({ambiguous} ambiguous, not scored) from {cases} "
+        f"in {elapsed:.1f} s ({elapsed / max(1, len(report.results)) * 1000:.0f} ms a case)"
+    )
+    parts = [("all", report), ("tuning", report.part(holdout=False))]
+    parts.append(("holdout", report.part(holdout=True)))
+    typer.echo(
+        "accuracy: "
+        + "   ".join(
+            f"{label} {part.accuracy():.3f} ({sum(r.correct for r in part.scored)}/{len(part.scored)})"
+            for label, part in parts
+        )
+    )
+    flips = report.flips()
+    typer.echo(
+        f"owner flips: {len(flips)}"
+        + (" (" + ", ".join(r.case.id for r in flips) + ")" if flips else "")
+    )
+    typer.echo(f"{'category':<24} {'precision':>9} {'recall':>7} {'support':>8}")
+    for name, (precision, recall, support) in report.per_category().items():
+        typer.echo(f"{name:<24} {precision:>9.3f} {recall:>7.3f} {support:>8}")
+    shown = report if show_holdout else report.part(holdout=False)
+    confusion = shown.confusion()
+    if confusion:
+        typer.echo(
+            "confusion (labelled -> answered" + ("" if show_holdout else ", tuning part") + ")"
+        )
+        for expected, predicted, ids in confusion:
+            typer.echo(f"  {expected} -> {predicted}: {len(ids)}  {' '.join(ids[:6])}")
+    for result in shown.wrong()[:show_wrong]:
+        typer.echo(
+            f"  wrong: {result.case.id} [{result.case.kind}]: labelled {result.case.category}, "
+            f"answered {result.predicted} ({result.grade}): {result.summary[:160]}"
+        )
+    hidden = len(report.part(holdout=True).wrong())
+    if hidden and not show_holdout:
+        typer.echo(f"  ({hidden} wrong holdout cases not listed: --show-holdout)")

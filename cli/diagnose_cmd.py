@@ -34,37 +34,29 @@ def diagnose(
     """Diagnose one pod from pasted text: container logs, dmesg or journal lines, pod JSON or
     YAML, `kubectl describe pod`, `kubectl get events|pods` (tables or JSON), termination
     handler or autoscaler logs, in any mix. Nothing is stored."""
+    from whyjob.cli.pasted import read_pasted
     from whyjob.cli.state import state_of
-    from whyjob.collector.ingest.base import IngestOptions, Rejected
-    from whyjob.collector.ingest.paste import read_paste
-    from whyjob.core.entities import PodRecord
-    from whyjob.core.evidence import Evidence
+    from whyjob.collector.ingest.base import IngestOptions
     from whyjob.explain.diagnosis import diagnose as run
 
     settings = state_of(ctx).settings
     now = int(time.time() * 1000)
     options = IngestOptions(launchers=settings.launchers, log_markers=settings.log_markers, at=now)
-    sources = files or ["-"]
-    records: list[Evidence] = []
-    pods: list[PodRecord] = []
-    for source in sources:
+    sources: list[tuple[str, bytes]] = []
+    for source in files or ["-"]:
         if source == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            try:
-                data = Path(source).read_bytes()
-            except OSError as exc:
-                fail(f"{source}: {exc.strerror}", 2)
-        for item in read_paste("<stdin>" if source == "-" else source, data, options):
-            if isinstance(item, Evidence):
-                records.append(item)
-            elif isinstance(item, PodRecord):
-                pods.append(item)
-            elif isinstance(item, Rejected):
-                sys.stderr.write(f"whyjob: {source}:{item.line or '-'}: skipped: {item.reason}\n")
-    if not records:
+            sources.append(("<stdin>", sys.stdin.buffer.read()))
+            continue
+        try:
+            sources.append((source, Path(source).read_bytes()))
+        except OSError as exc:
+            fail(f"{source}: {exc.strerror}", 2)
+    if not any(data.strip() for _, data in sources):
         fail("nothing to diagnose: the input is empty", 2)
-    diagnosis = run(records, pods, load_ruleset(ctx, rules), undated=now)
+    pasted = read_pasted(sources, options)
+    for origin, line, reason in pasted.skipped:
+        sys.stderr.write(f"whyjob: {origin}:{line or '-'}: skipped: {reason}\n")
+    diagnosis = run(pasted.records, pasted.pods, load_ruleset(ctx, rules), undated=now)
     if as_json:
         import orjson
 
