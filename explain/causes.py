@@ -3,8 +3,11 @@
 For each rule, each `when` condition asks for a signal in a scope (the attempt, its pod, its
 node, instance, GPUs, ASG, the experiment or the peer ranks) inside a window around the
 attempt's end; `unless` conditions veto. A rule that holds becomes a `Cause` with its grade,
-the records behind it and a summary rendered from them. Causes are ranked by grade, then rule
-priority, then by how close their root evidence came before the end.
+the records behind it and a summary rendered from them. Causes are ranked specific before
+generic (a catch-all never beats a cause read from the same evidence), then by grade, then rule
+priority, then by how close their root evidence came before the end; a cause printed first in a
+run beats the symptoms it set off, and a run that reported finishing ended normally unless a
+failure came after the finish.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from whyjob.explain.templating import render
 __all__ = ["CauseFinder", "Clock", "Found"]
 
 _EVIDENCE_PER_CONDITION = 5
+_SPECIFIC = 10_000  # a specific cause outranks every generic one, whatever the grades
 
 
 @dataclass(slots=True)
@@ -203,7 +207,7 @@ class CauseFinder:
                     continue
                 found.append(self._cause(rule, attempt, anchor, hits))
         found.sort(key=lambda f: (-f.cause.score, -(f.cause.at or 0)))
-        return _root_before_symptoms(found)
+        return _completed_unless_failed_after(_root_before_symptoms(found))
 
     def _cause(
         self, rule: Explanation, attempt: Attempt, anchor: int, hits: dict[str, list[Evidence]]
@@ -243,7 +247,10 @@ class CauseFinder:
             grade=rule.grade,
             summary=render(rule.summary, values),
             rule=rule.id,
-            score=Grade(rule.grade).rank * 1000 + rule.priority + proximity,
+            score=(0 if rule.generic else _SPECIFIC)
+            + Grade(rule.grade).rank * 1000
+            + rule.priority
+            + proximity,
             at=root_at,
             evidence=evidence,
             missing=[render(note, values) for note in rule.missing],
@@ -263,10 +270,29 @@ def _root_before_symptoms(found: list[Found]) -> list[Found]:
     if not found or not found[0].cause.collateral:
         return found
     symptom_at = found[0].cause.at
+    symptom_evidence = set(found[0].cause.evidence)
     for position, candidate in enumerate(found):
         cause = candidate.cause
         if cause.collateral or cause.category == "unknown":
             continue
+        if cause.score < _SPECIFIC and symptom_evidence & set(cause.evidence):
+            continue  # a catch-all read from the symptom's own words says less than the symptom
         if symptom_at is None or cause.at is None or cause.at <= symptom_at + _SKEW_MS:
             return [candidate, *found[:position], *found[position + 1 :]]
     return found
+
+
+def _completed_unless_failed_after(found: list[Found]) -> list[Found]:
+    """A run that reported finishing ended normally, whatever errors it survived on the way; a
+    failure recorded after the finish (a crash while saving the final model) still wins."""
+    finished = [f for f in found if f.cause.category == "job.completed"]
+    if not finished or found[0] in finished:
+        return found
+    last = max((f.cause.at or 0) for f in finished)
+    after = [
+        f
+        for f in found
+        if f not in finished and f.cause.category != "unknown" and (f.cause.at or 0) > last
+    ]
+    rest = [f for f in found if f not in finished and f not in after]
+    return [*after, *finished, *rest]

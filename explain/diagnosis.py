@@ -30,6 +30,8 @@ SCHEMA = "whyjob.diagnosis/v1"
 _END = 1_772_625_600_000  # a fixed, arbitrary end: a paste's own clocks are not trusted
 _SPACING = 10  # ms between consecutive pasted records
 _FAILED_STATES = ("OOMKilled", "Error", "ContainerStatusUnknown", "StartError")
+# Verdicts that are usually another rank's failure seen from this one.
+_SYMPTOMS = frozenset({"app.nccl_timeout", "app.nccl_error", "unknown"})
 
 
 @dataclass(slots=True)
@@ -142,7 +144,7 @@ def diagnose(
     for number, ev in enumerate(records):
         # Everything pasted is about the one pod and its node, in paste order.
         moved = replace(ev, ts=_END - (count - number) * _SPACING, ts_end=None)
-        if ev.pod_uid is not None or ev.kind.startswith("log."):
+        if ev.pod_uid is not None or ev.pod is not None or ev.kind.startswith("log."):
             # A pod the paste does not otherwise show (a uid in a kernel line's cgroup path) is
             # the one pasted about.
             if (
@@ -240,7 +242,7 @@ def _verdict(
                 {"origin": source.origin or "-", "kind": source.kind, "text": source.message[:500]}
             )
     missing = list(cause.missing)
-    if cause.collateral and not cause.category.startswith("node."):
+    if cause.collateral and cause.category in _SYMPTOMS:
         missing.append(
             "this is usually a symptom: another rank or node failed first. Paste the other ranks' logs "
             "(or run `whyjob explain EXPERIMENT` on an index that holds them) to find the first domino"

@@ -110,10 +110,11 @@ class Matcher:
                 if not test(ev):
                     break
             else:
-                if signal.capture is None:
-                    out[signal.id] = {}
-                elif (found := signal.capture.search(ev.message)) is not None:
-                    out[signal.id] = {k: v for k, v in found.groupdict().items() if v is not None}
+                # A capture only adds detail: when it finds nothing the signal still holds.
+                found = signal.capture.search(ev.message) if signal.capture else None
+                out[signal.id] = (
+                    {k: v for k, v in found.groupdict().items() if v is not None} if found else {}
+                )
         return out
 
     def match_all(self, records: Iterable[Evidence]) -> dict[int, dict[str, dict[str, str]]]:

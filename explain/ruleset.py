@@ -72,6 +72,7 @@ _EXPLANATION_KEYS: Final = frozenset(
         "when",
         "unless",
         "collateral",
+        "generic",
         "summary",
         "missing",
         "root",
@@ -156,6 +157,9 @@ class Explanation:
     detail: Mapping[str, str] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
     states: frozenset[str] = ATTEMPT_STATES
+    # A catch-all ("a Python exception ended the program"): ranked below every specific cause,
+    # whatever the grades, so it wins only when nothing more specific explains the end.
+    generic: bool = False
 
 
 @dataclass(slots=True)
@@ -290,8 +294,11 @@ def _signal(f: _File, node: Located, lists: Mapping[str, list[Any]]) -> tuple[Si
     kinds_node = spec.get("kind")
     if kinds_node is None:
         raise f.error(node, f"signal {signal_id!r} needs a kind")
-    kinds = kinds_node.value if isinstance(kinds_node.value, list) else [kinds_node]
-    kind_names = frozenset(f.text(k, "kind") for k in kinds)
+    if isinstance(kinds_node.value, str) and kinds_node.value.startswith("$"):
+        kind_names = frozenset(str(k) for k in _resolve_list(f, kinds_node, lists))
+    else:
+        kinds = kinds_node.value if isinstance(kinds_node.value, list) else [kinds_node]
+        kind_names = frozenset(f.text(k, "kind") for k in kinds)
     where: list[Condition] = []
     where_node = spec.get("where")
     if where_node is not None:
@@ -429,7 +436,7 @@ def _explanation(
             priority=priority,
             when=when,
             unless=unless,
-            collateral=bool(spec["collateral"].value) if "collateral" in spec else False,
+            collateral=_flag(f, spec, "collateral"),
             summary=summary.strip(),
             missing=missing,
             root=root,
@@ -438,9 +445,19 @@ def _explanation(
             detail=detail,
             tags=tuple(str(t) for t in _plain(spec["tags"])) if "tags" in spec else (),
             states=states,
+            generic=_flag(f, spec, "generic"),
         ),
         override,
     )
+
+
+def _flag(f: _File, spec: Mapping[str, Located], key: str) -> bool:
+    node = spec.get(key)
+    if node is None:
+        return False
+    if not isinstance(node.value, bool):
+        raise f.error(node, f"{key} takes true or false")
+    return node.value
 
 
 def _shipped() -> list[tuple[str, str]]:

@@ -419,12 +419,21 @@ def looks_like_describe_node(first_lines: list[str]) -> bool:
 
 
 def parse_describe_node(ctx: Context, lines: Lines, node: str | None) -> Iterator[Item]:
-    """Taints and conditions of the node `node` (from a `Name:` line, else the command line)."""
+    """Taints, conditions and events of the node `node` (from a `Name:` line, else the
+    command line)."""
     now = _now(ctx)
+    in_events = False
     for number, text in lines:
         if text.startswith("Name:") and not node:
             node = text.split(":", 1)[1].strip() or None
         if node is None:
+            continue
+        if not text[:1].isspace() and text.strip():
+            in_events = text.startswith("Events:")
+        if in_events:
+            if row := _DESCRIBE_EVENT_ROW.match(text):
+                yield _event(ctx, now, number, None, "Node", node, None, None, row["type"],
+                             row["reason"], row["age"], row["source"], row["message"])  # fmt: skip
             continue
         if taint := _TAINT.match(text):
             key, effect = taint["key"], taint["effect"]
@@ -702,9 +711,19 @@ _CONTROLLER_LINES: Final[tuple[tuple[re.Pattern[str], str, dict[str, Any]], ...]
     ),
     # Karpenter
     (
-        re.compile(r"spot_interrupted|SpotInterrupted|spot interruption", re.I),
+        re.compile(r"spot_interrupted|SpotInterrupt(?:ed|ionKind)|spot interruption", re.I),
         "spot.interruption",
         {"provider": "aws", "action": "terminate", "via": "karpenter"},
+    ),
+    (
+        re.compile(r"\bscheduled_change\b|ScheduledChangeKind"),
+        "maintenance.scheduled",
+        {"provider": "aws", "state": "active", "via": "karpenter"},
+    ),
+    (
+        re.compile(r"\brebalance_recommendation\b|RebalanceRecommendationKind"),
+        "spot.rebalance",
+        {"provider": "aws", "via": "karpenter"},
     ),
     (
         re.compile(r"disrupting node|disrupting nodeclaim|DisruptionTerminating", re.I),
@@ -712,12 +731,12 @@ _CONTROLLER_LINES: Final[tuple[tuple[re.Pattern[str], str, dict[str, Any]], ...]
         {"reason": "DisruptionTerminating", "object_kind": "Node", "via": "karpenter"},
     ),
     (
-        re.compile(r"^tainted node$"),
+        re.compile(r"^tainted node\b"),
         "node.taint",
         {"key": "karpenter.sh/disrupted", "effect": "NoSchedule", "via": "karpenter"},
     ),
     (
-        re.compile(r"^deleted node$"),
+        re.compile(r"^deleted node\b"),
         "k8s.event",
         {"reason": "DeletingNode", "object_kind": "Node", "via": "karpenter"},
     ),
@@ -764,14 +783,29 @@ def _line_time(text: str, fields: dict[str, Any]) -> int | None:
     return _ts(stamp_text if stamp_text.endswith("Z") or "+" in stamp_text else stamp_text + "Z")
 
 
+def _kinds_of(fields: dict[str, Any]) -> str:
+    """The fields a structured line names its event's kind in: Karpenter's `messageKind`, the
+    termination handler's `Kind` (nested in `event` in its JSON logs), a `reason`."""
+    found: list[str] = []
+    for holder in (fields, fields.get("event")):
+        if isinstance(holder, dict):
+            found.extend(
+                str(holder[key])
+                for key in ("messageKind", "Kind", "kind", "reason", "Description")
+                if isinstance(holder.get(key), str)
+            )
+    return " ".join(found)
+
+
 def parse_controller_log(ctx: Context, lines: Lines) -> Iterator[Item]:
     """Lines of the controllers that remove nodes, as notices and events about those nodes;
-    other lines of theirs are not evidence and are skipped."""
+    other lines of theirs are not evidence and are skipped (a paste keeps them as log lines)."""
     now = _now(ctx)
     for number, text in lines:
         message, fields = _structured(text)
+        said = f"{message} {_kinds_of(fields)}" if fields else message
         for pattern, kind, attrs in _CONTROLLER_LINES:
-            if not pattern.search(message):
+            if not pattern.search(said):
                 continue
             structured_node = fields.get("Node") or fields.get("node")
             if isinstance(structured_node, dict):

@@ -241,7 +241,29 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
             return
     lines = [(n, clean(t)) for n, t in enumerate(text.split("\n"), start=1)]
     lines = [(n, _CRI_PREFIX.sub("", t, count=1)) for n, t in lines]
-    yield from _read_lines(ctx, lines)
+    yield from _read_lines(ctx, _strip_prefixes(lines))
+
+
+# What launchers and log tools put before every line of a worker: srun --label ("15: "),
+# mpirun --tag-output ("[1,0]<stderr>:"), Ray's worker prefix ("(RayTrainWorker pid=42,
+# ip=10.0.0.3) "), kubectl logs --prefix ("[pod/name/container] "), docker compose ("svc-1  | ").
+_LAUNCHER_PREFIXES: Final = (
+    re.compile(r"^\s*\d+: (?=\S)"),
+    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),
+    re.compile(r"^(?:[\w/.-]+ )?\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"),
+    re.compile(r"^\[pod/[^\]\s]+\] "),
+    re.compile(r"^[\w.-]+\s+\| "),
+)
+
+
+def _strip_prefixes(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Cut a launcher's per-line prefix where it marks most of a paste's lines, so a traceback
+    or an error line reads as the program wrote it."""
+    filled = [t for _, t in lines if t.strip()]
+    for prefix in _LAUNCHER_PREFIXES:
+        if sum(1 for t in filled if prefix.match(t)) * 3 >= max(2, len(filled)):
+            lines = [(n, prefix.sub("", t, count=1)) for n, t in lines]
+    return lines
 
 
 def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
@@ -261,7 +283,9 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
             end = _block_end(lines, index, describe=True)
             yield from kubectl_text.parse_describe_pod(ctx, lines[index:end])
         elif kubectl_text.looks_like_describe_node(window) or (
-            text.startswith("Name:") and any(t.startswith(("Roles:", "Taints:")) for t in window)
+            text.startswith("Name:")
+            and any(t.startswith(("Roles:", "Role:", "Taints:", "Unschedulable:")) for t in window)
+            and not any(t.startswith("Namespace:") for t in window)
         ):
             while end < len(lines) and lines[end][1].strip() and not _PROMPT.match(lines[end][1]):
                 end += 1
@@ -307,8 +331,10 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
             while end < len(lines) and lines[end][1].strip() and _is_kernel(lines[end][1]):
                 end += 1
             yield from kernel.parse_kernel_text(ctx, lines[index:end])
-        elif kubectl_text.looks_like_controller_log([text]):
-            yield from kubectl_text.parse_controller_log(ctx, [(number, text)])
+        elif kubectl_text.looks_like_controller_log([text]) and (
+            found := list(kubectl_text.parse_controller_log(ctx, [(number, text)]))
+        ):
+            yield from found
         elif (block := _structured_block(lines, index, hints)) is not None and (
             found := list(_document(ctx, number, block[1]))
         ):

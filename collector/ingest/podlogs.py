@@ -19,6 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from whyjob.collector.ingest.base import Context, Item, Rejected
+from whyjob.collector.ingest.launchers import Failure, SummaryTracker
 from whyjob.collector.ingest.loglines import LineClassifier, clean, redact
 from whyjob.collector.ingest.tracebacks import Traceback, TracebackTracker
 from whyjob.core.entities import PodRecord
@@ -140,6 +141,7 @@ class _LogSink:
         self._last_stamp = ""
         self._dup = 0
         self._trackers: dict[str | None, TracebackTracker] = {}
+        self._summaries: dict[str | None, SummaryTracker] = {}
         self._last_ts = 0
         self._classify = _classifier(ctx).classify
 
@@ -178,14 +180,60 @@ class _LogSink:
         if tracker is None:
             tracker = self._trackers[stream] = TracebackTracker()
         out.extend(self._traceback(tb, ts, stream) for tb in tracker.feed(line, text))
+        summary = self._summaries.get(stream)
+        if summary is None:
+            summary = self._summaries[stream] = SummaryTracker()
+        out.extend(self._launcher(summary.feed(line, text), ts, stream))
         return out
 
     def close(self) -> list[Item]:
-        return [
+        out: list[Item] = [
             self._traceback(tb, self._last_ts, stream)
             for stream, tracker in self._trackers.items()
             for tb in tracker.close()
         ]
+        for stream, summary in self._summaries.items():
+            out.extend(self._launcher(summary.close(), self._last_ts, stream))
+        return out
+
+    def _launcher(self, failures: list[Failure], ts: int, stream: str | None) -> list[Item]:
+        """One record per worker of a launcher's failure table, each knowing the first."""
+        first = next((f for f in failures if f.first), None)
+        out: list[Item] = []
+        for failure in failures:
+            attrs: dict[str, Any] = {
+                "seq": failure.line,
+                "first": failure.first,
+                "rank": failure.rank,
+                "local_rank": failure.local_rank,
+                "exit_code": failure.exit_code,
+                "signal": failure.signal,
+                "host": failure.host,
+                "time": failure.time,
+                "detail": failure.detail,
+                "first_rank": first.rank if first else None,
+                "workers": len(failures),
+            }
+            if stream:
+                attrs["stream"] = stream
+            if self.restart is not None:
+                attrs["restart"] = self.restart
+            out.append(
+                self.ctx.evidence(
+                    source="log",
+                    native_id=self.native,
+                    version=f"launcher/{failure.line}",
+                    ts=ts,
+                    kind="launcher.failure",
+                    message=f"the launcher reports {failure.summary}"
+                    + (f": {failure.detail}" if failure.detail else ""),
+                    severity=Severity.ERROR,
+                    attrs=attrs,
+                    line=failure.line,
+                    **self.fields,
+                )
+            )
+        return out
 
     def _traceback(self, tb: Traceback, ts: int, stream: str | None) -> Item:
         attrs: dict[str, Any] = {

@@ -37,7 +37,7 @@ def test_the_xid_that_broke_cuda_is_proven_and_shown_at_its_own_time(rules: Rule
     assert "failed at 2026-11-22T03:19:29Z" in found.summary
     origins = [ev["origin"] for ev in found.evidence]
     assert origins[0] == "paste.txt:37" and "paste.txt:32" in origins
-    assert [alt["category"] for alt in found.alternatives] == ["app.nccl_timeout"]
+    assert "app.nccl_timeout" in [alt["category"] for alt in found.alternatives]
 
 
 CASCADE = """\
