@@ -23,7 +23,8 @@ from typing import Any, Protocol
 import orjson
 
 from whyjob.core.timeutil import format_ts
-from whyjob.explain.model import Attempt, Explanation
+from whyjob.explain.model import Explanation
+from whyjob.explain.progress import marks, progressed
 
 __all__ = [
     "AlertmanagerSink",
@@ -69,10 +70,6 @@ class LoopAlert:
         }
 
 
-def _step(attempt: Attempt) -> int:
-    return max(attempt.last_checkpoint_step or -1, attempt.last_step or -1)
-
-
 def loop_alert(
     explanation: Explanation, *, min_restarts: int, window_s: float, now_ms: int, url: str
 ) -> LoopAlert | None:
@@ -89,9 +86,10 @@ def loop_alert(
     if len(roots) < min_restarts:
         return None
     start = roots[0].started_at or 0
-    best = max((_step(a) for a in explanation.attempts if (a.started_at or 0) <= start), default=-1)
-    if any(_step(a) > best for a in explanation.attempts if (a.started_at or 0) > start):
-        return None  # a later run got further: training is moving, however bumpily
+    generations = marks(explanation.attempts)
+    before = [m for m in generations if (m.started or 0) <= start]
+    if before and any(progressed(before[-1], m) for m in generations if (m.started or 0) > start):
+        return None  # a later generation got further: training is moving, however bumpily
     loop, retry = explanation.loop, explanation.retry_helps
     experiment = explanation.experiment
     return LoopAlert(

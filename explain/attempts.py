@@ -50,6 +50,7 @@ class Run:
     last_log: int | None = None
     last_step: int | None = None
     checkpoint_step: int | None = None
+    loaded_step: int | None = None
     end_record: str | None = None
     evidence: list[Evidence] = field(default_factory=list)
 
@@ -115,10 +116,15 @@ def _add_log(run: Run, ev: Evidence) -> None:
     run.last_log = ev.ts if run.last_log is None else max(run.last_log, ev.ts)
     step = ev.attrs.get("step")
     if isinstance(step, int):
-        if ev.kind in ("log.progress", "log.checkpoint"):
+        phase = ev.attrs.get("phase")
+        # Loading a checkpoint is not a training step: a run that resumes from step 1000 and
+        # dies before its first step has trained nothing.
+        if ev.kind == "log.progress" or (ev.kind == "log.checkpoint" and phase != "load"):
             run.last_step = max(run.last_step or 0, step)
-        if ev.kind == "log.checkpoint" and ev.attrs.get("phase") in ("saved", "save"):
+        if ev.kind == "log.checkpoint" and phase in ("saved", "save"):
             run.checkpoint_step = max(run.checkpoint_step or 0, step)
+        if ev.kind == "log.checkpoint" and phase == "load":
+            run.loaded_step = max(run.loaded_step or 0, step)
     if run.state == "unknown":
         run.state = "running"
 
@@ -156,7 +162,7 @@ def build_attempts(scene: Scene) -> list[Attempt]:
                 "pending" if any(ev.kind == "pod.unschedulable" for ev in records) else "unknown"
             )
             attempts.append(_attempt(scene, pod.uid, container, Run(0, state=state), node))
-    _fill_times(scene, attempts)
+    _fill_times(scene, attempts, last_logs)
     _close_lost_runs(scene, attempts, last_logs)
     _assign_generations(attempts)
     return attempts
@@ -182,14 +188,17 @@ def _attempt(scene: Scene, uid: str, container: str, run: Run, node: str | None)
         state=run.state,
         last_step=run.last_step,
         last_checkpoint_step=run.checkpoint_step,
+        loaded_checkpoint_step=run.loaded_step,
         gpus=pod.gpus,
         end_evidence=run.end_record,
     )
 
 
-def _fill_times(scene: Scene, attempts: list[Attempt]) -> None:
+def _fill_times(scene: Scene, attempts: list[Attempt], last_logs: dict[str, int]) -> None:
     """Where a run's end is not recorded, bound it by what is known: the next run's start,
-    the last log line, the pod's deletion or its last sighting."""
+    the last log line, the pod's deletion or its last sighting. A run the kubelet followed
+    with another has ended, termination record or not (in a crash loop only the newest dead
+    run is in the pod's status): it is diagnosed from its own evidence like any other."""
     pods = {p.uid: p for p in scene.pods}
     by_container: dict[tuple[str, str], list[Attempt]] = {}
     for attempt in attempts:
@@ -201,7 +210,14 @@ def _fill_times(scene: Scene, attempts: list[Attempt]) -> None:
                 continue
             pod = pods[current.pod_uid]
             if following is not None and following.started_at is not None:
-                current.ended_at = following.started_at
+                if current.state == "running":
+                    current.state = "unknown"
+                    # Alive at its last log line; gone before the next run started.
+                    current.ended_at = min(
+                        last_logs.get(current.id, following.started_at), following.started_at
+                    )
+                else:
+                    current.ended_at = following.started_at
             elif pod.deleted is not None:
                 current.ended_at = pod.deleted
             elif current.state in ("waiting", "pending", "unknown"):

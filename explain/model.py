@@ -80,6 +80,7 @@ class Attempt:
     generation: int = 0
     last_step: int | None = None
     last_checkpoint_step: int | None = None
+    loaded_checkpoint_step: int | None = None  # the checkpoint this run resumed from
     gpus: int | None = None
     end_evidence: str | None = None  # the record that says how the run ended
 
@@ -114,6 +115,7 @@ class Attempt:
             "generation": self.generation,
             "last_step": self.last_step,
             "last_checkpoint_step": self.last_checkpoint_step,
+            "loaded_checkpoint_step": self.loaded_checkpoint_step,
             "gpus": self.gpus,
             "end_evidence": self.end_evidence,
         }

@@ -11,6 +11,7 @@ from whyjob.core.evidence import Evidence, Severity
 from whyjob.core.taxonomy import CATEGORIES
 from whyjob.explain.gather import Scene
 from whyjob.explain.model import Attempt, GpuHours, Loop, RetryAdvice, TimelineEntry, Verdict
+from whyjob.explain.progress import marks, progressed
 
 __all__ = [
     "coverage_notes",
@@ -112,34 +113,17 @@ def verdict(attempts: Sequence[Attempt], roots: Sequence[str]) -> Verdict:
     )
 
 
-def _progressed(before: Attempt, after: Attempt) -> bool:
-    if (
-        after.last_checkpoint_step is not None
-        and (before.last_checkpoint_step or -1) < after.last_checkpoint_step
-    ):
-        return True
-    return after.last_step is not None and (before.last_step or -1) < after.last_step
-
-
 def loop_state(attempts: Sequence[Attempt], roots: Sequence[str]) -> Loop:
-    """A loop: at least three failed generations in a row without forward progress."""
+    """A loop: at least three failed generations in a row without forward progress, judged by
+    the checkpoints each generation loaded and saved and the furthest step any rank logged."""
     failed = [a for a in _roots(attempts, roots) if a.failed]
     if not failed:
         return Loop(False, 0, None, None, None)
-    # Progress across the whole experiment: did any later run get further than an earlier one?
-    runs = sorted(
-        (a for a in attempts if a.started_at is not None), key=lambda a: a.started_at or 0
-    )
-    best_step = -1
-    progress = False
-    for run in runs:
-        step = max(run.last_checkpoint_step or -1, run.last_step or -1)
-        if step > best_step and best_step >= 0:
-            progress = True
-        best_step = max(best_step, step)
-    recent = failed[-_LOOP_MIN_FAILURES:]
+    generations = marks(attempts)
+    progress = any(progressed(a, b) for a, b in pairwise(generations))
+    recent = [m for m in generations if m.failed][-_LOOP_MIN_FAILURES:]
     looping = len(failed) >= _LOOP_MIN_FAILURES and not any(
-        _progressed(a, b) for a, b in pairwise(recent)
+        progressed(a, b) for a, b in pairwise(recent)
     )
     window = None
     if len(failed) >= 2 and failed[0].ended_at and failed[-1].ended_at:
