@@ -261,6 +261,7 @@ class CauseFinder:
 
 
 _SKEW_MS = 15_000
+_RANK_SYMPTOMS = frozenset({"app.nccl_timeout", "app.nccl_error", "peer.failure", "unknown"})
 
 
 def _root_before_symptoms(found: list[Found]) -> list[Found]:
@@ -275,8 +276,13 @@ def _root_before_symptoms(found: list[Found]) -> list[Found]:
         cause = candidate.cause
         if cause.collateral or cause.category == "unknown":
             continue
-        if cause.score < _SPECIFIC and symptom_evidence & set(cause.evidence):
-            continue  # a catch-all read from the symptom's own words says less than the symptom
+        if cause.score < _SPECIFIC and (
+            symptom_evidence & set(cause.evidence) or found[0].cause.category not in _RANK_SYMPTOMS
+        ):
+            # A catch-all read from the symptom's own words says less than the symptom; and
+            # only another rank's failure seen from this one (a timeout, a launcher's stop)
+            # yields to whatever generic error the run printed first.
+            continue
         if symptom_at is None or cause.at is None or cause.at <= symptom_at + _SKEW_MS:
             return [candidate, *found[:position], *found[position + 1 :]]
     return found

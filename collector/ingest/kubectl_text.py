@@ -426,6 +426,8 @@ def parse_describe_node(ctx: Context, lines: Lines, node: str | None) -> Iterato
     for number, text in lines:
         if text.startswith("Name:") and not node:
             node = text.split(":", 1)[1].strip() or None
+        # A Conditions table pasted on its own is about the node the paste is about.
+        node = node or ctx.node_hint
         if node is None:
             continue
         if not text[:1].isspace() and text.strip():
@@ -676,7 +678,7 @@ _NTH = {"via": "aws-node-termination-handler"}
 _CONTROLLER_LINES: Final[tuple[tuple[re.Pattern[str], str, dict[str, Any]], ...]] = (
     # aws-node-termination-handler, text or JSON logs
     (
-        re.compile(r"SPOT_ITN|Spot ITN received|Spot Interruption notice", re.I),
+        re.compile(r"SPOT[_-]ITN|Spot ITN received|Spot Interruption notice", re.I),
         "spot.interruption",
         {"provider": "aws", "action": "terminate", **_NTH},
     ),
