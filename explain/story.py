@@ -94,6 +94,9 @@ def verdict(attempts: Sequence[Attempt], roots: Sequence[str]) -> Verdict:
     root = failed_roots[-1]
     assert root.category is not None
     failures = len(failed_roots)
+    repeated = _repeated_cause(failed_roots)
+    if repeated is not None:
+        return _repeated_verdict(root, repeated, failed_roots, outcome)
     tail = {
         "completed": " The job then restarted and completed.",
         "running": " The job restarted and is running again.",
@@ -113,6 +116,42 @@ def verdict(attempts: Sequence[Attempt], roots: Sequence[str]) -> Verdict:
     )
 
 
+_DOWNGRADE = {"proven": "likely", "likely": "possible", "possible": "possible"}
+
+
+def _repeated_cause(failed_roots: Sequence[Attempt]) -> Attempt | None:
+    """When the newest failure left no evidence of its own (only an exit code, or nothing) but
+    every earlier failure died of one and the same cause: the newest run that shows it."""
+    root = failed_roots[-1]
+    earlier = [a for a in failed_roots[:-1] if a.category != "unknown"]
+    if root.category != "unknown" or not earlier or len(earlier) < len(failed_roots) - 1:
+        return None
+    if len({a.category for a in earlier}) != 1:
+        return None
+    return earlier[-1]
+
+
+def _repeated_verdict(
+    root: Attempt, shown: Attempt, failed_roots: Sequence[Attempt], outcome: str
+) -> Verdict:
+    assert shown.category is not None
+    before = len(failed_roots) - 1
+    who = f"rank {root.rank}" if root.rank else root.pod
+    summary = (
+        f"The last failure ({who}, run {root.restart}) left no evidence of its own; "
+        f"the {before} failure{'s' if before > 1 else ''} before it all died of "
+        f"{shown.category}: {shown.summary}"
+    )
+    return Verdict(
+        category=shown.category,
+        grade=_DOWNGRADE[shown.grade or "possible"],
+        summary=summary,
+        root_attempt=shown.id,
+        outcome=outcome,
+        owner=CATEGORIES[shown.category].owner,
+    )
+
+
 def loop_state(attempts: Sequence[Attempt], roots: Sequence[str]) -> Loop:
     """A loop: at least three failed generations in a row without forward progress, judged by
     the checkpoints each generation loaded and saved and the furthest step any rank logged."""
@@ -128,8 +167,10 @@ def loop_state(attempts: Sequence[Attempt], roots: Sequence[str]) -> Loop:
     window = None
     if len(failed) >= 2 and failed[0].ended_at and failed[-1].ended_at:
         window = (failed[-1].ended_at - failed[0].ended_at) // 1000
-    categories = Counter(a.category for a in failed)
-    summaries = Counter(a.summary for a in failed)
+    # A run that left no evidence does not make a loop of one cause "mixed".
+    named = [a for a in failed if a.category != "unknown"] or failed
+    categories = Counter(a.category for a in named)
+    summaries = Counter(a.summary for a in named)
     nodes = Counter(a.node for a in failed if a.node)
     if (
         categories.most_common(1)[0][0] == "node.maintenance"
