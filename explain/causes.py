@@ -290,7 +290,7 @@ def _root_before_symptoms(found: list[Found]) -> list[Found]:
 
 def _completed_unless_failed_after(found: list[Found]) -> list[Found]:
     """A run that reported finishing ended normally, whatever errors it survived on the way; a
-    failure recorded after the finish (a crash while saving the final model) still wins."""
+    failure recorded with or after the finish (a crash while saving the final model) wins."""
     finished = [f for f in found if f.cause.category == "job.completed"]
     if not finished or found[0] in finished:
         return found
@@ -298,7 +298,7 @@ def _completed_unless_failed_after(found: list[Found]) -> list[Found]:
     after = [
         f
         for f in found
-        if f not in finished and f.cause.category != "unknown" and (f.cause.at or 0) > last
+        if f not in finished and f.cause.category != "unknown" and (f.cause.at or 0) >= last
     ]
     rest = [f for f in found if f not in finished and f not in after]
     return [*after, *finished, *rest]

@@ -59,7 +59,8 @@ _TABLE_EVENTS: Final = re.compile(
     r"^(NAMESPACE\s+)?LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+(SUBOBJECT\s+)?(SOURCE\s+)?MESSAGE"
 )
 _TABLE_PODS: Final = re.compile(r"^(NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE")
-_TABLE_NODES: Final = re.compile(r"^NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION")
+# `kubectl get nodes`; clients before 1.8 printed no ROLES column.
+_TABLE_NODES: Final = re.compile(r"^NAME\s+STATUS\s+(?:ROLES\s+)?AGE\s+VERSION")
 _WAITING: Final = frozenset(
     {
         "CrashLoopBackOff",
@@ -364,7 +365,18 @@ def _event(
 # -- what `kubectl describe pod ... | grep` keeps -----------------------------------------------
 
 _FRAGMENT_KEYS: Final = frozenset(
-    {"Node", "State", "Last State", "Reason", "Exit Code", "Started", "Finished", "Restart Count"}
+    {
+        "Node",
+        "State",
+        "Last State",
+        "Reason",
+        "Exit Code",
+        "Started",
+        "Finished",
+        "Restart Count",
+        "Status",
+        "Message",
+    }
 )
 
 
@@ -373,30 +385,75 @@ def looks_like_describe_fragment(line: str) -> bool:
     return bool(match and match.group("key") in _FRAGMENT_KEYS)
 
 
+_PHASES: Final = frozenset({"Failed", "Succeeded", "Pending", "Running", "Unknown"})
+
+
 def parse_describe_fragment(ctx: Context, lines: Lines, pod: tuple[str, str]) -> Iterator[Item]:
-    """Lines a filter kept from `kubectl describe pod`: the termination they show."""
+    """Lines a filter or a hand kept from `kubectl describe pod`, with no Name line. Each
+    `State:` or `Last State:` starts a block of its own (Reason, Exit Code, Started, Finished,
+    Message): a termination or a waiting reason. Keys before any state are the pod's own
+    Status / Reason / Message (an eviction, a node shutdown), or a termination grep cut."""
     namespace, name = pod
-    values: dict[str, str] = {}
-    first = None
+    blocks: list[tuple[int, dict[str, str]]] = []
+    top: dict[str, str] = {}
+    first: int | None = None
     for number, text in lines:
-        if match := _KEY.match(text):
-            values.setdefault(match.group("key"), match.group("value").strip())
-            first = first or number
-    try:
-        exit_code = int(values.get("Exit Code", ""))
-    except ValueError:
-        return
+        match = _KEY.match(text)
+        if not match:
+            continue
+        key, value = match.group("key"), match.group("value").strip()
+        first = first or number
+        if key in ("State", "Last State"):
+            blocks.append((number, {"State": value, "which": key}))
+        elif blocks and key not in ("Node", "Status", "Restart Count"):
+            blocks[-1][1].setdefault(key, value)
+        else:
+            top.setdefault(key, value)
     uid = standin_uid(namespace, name)
-    node = (values.get("Node") or "").split("/")[0] or None
-    finished = _ts(values.get("Finished")) or _now(ctx)
-    yield ctx.evidence(
-        source="kubectl.describe", native_id=f"{uid}/fragment", version="terminated", ts=finished,
-        kind="container.terminated", line=first,
-        message=f"Container terminated: {values.get('Reason', '?')}, exit code {exit_code}",
-        severity=Severity.INFO if exit_code == 0 else Severity.ERROR,
-        namespace=namespace, pod=name, pod_uid=uid, node=node,
-        attrs={"exit_code": exit_code, "reason": values.get("Reason"), "started_at": _ts(values.get("Started")), "finished_at": finished},
-    )  # fmt: skip
+    node = (top.get("Node") or "").split("/")[0] or None
+    common: dict[str, Any] = {"namespace": namespace, "pod": name, "pod_uid": uid, "node": node}
+    if not blocks and "Exit Code" in top:
+        blocks.append((first or 0, {**top, "State": "Terminated", "which": "State"}))
+    for number, block in blocks:
+        yield from _fragment_state(ctx, number, block, common)
+    reason = top.get("Reason")
+    if reason and (top.get("Status") in _PHASES or not blocks):
+        message = top.get("Message")
+        yield ctx.evidence(
+            source="kubectl.describe", native_id=uid, version=f"status/{reason}", ts=_now(ctx),
+            kind="pod.status", message=f"Pod {reason}: {message or ''}".strip(),
+            severity=Severity.WARNING, line=first,
+            attrs={"reason": reason, "message": message, "phase": top.get("Status")}, **common,
+        )  # fmt: skip
+
+
+def _fragment_state(
+    ctx: Context, number: int, block: dict[str, str], common: dict[str, Any]
+) -> Iterator[Item]:
+    reason = block.get("Reason")
+    state = block.get("State", "")
+    try:
+        exit_code: int | None = int(block.get("Exit Code", ""))
+    except ValueError:
+        exit_code = None
+    uid = common["pod_uid"]
+    if state.startswith("Terminated") or exit_code is not None:
+        finished = _ts(block.get("Finished")) or _now(ctx)
+        yield ctx.evidence(
+            source="kubectl.describe", native_id=f"{uid}/fragment/{block['which']}", version="terminated",
+            ts=finished, kind="container.terminated", line=number,
+            message=f"Container terminated: {reason or '?'}, exit code {exit_code}",
+            severity=Severity.INFO if exit_code == 0 and reason in (None, "Completed") else Severity.ERROR,
+            attrs={"exit_code": exit_code, "reason": reason, "started_at": _ts(block.get("Started")), "finished_at": finished, "termination_message": block.get("Message")},
+            **common,
+        )  # fmt: skip
+    elif state.startswith("Waiting") and reason:
+        yield ctx.evidence(
+            source="kubectl.describe", native_id=f"{uid}/fragment", version=f"waiting/{reason}",
+            ts=_now(ctx), kind="container.waiting", message=f"Container waiting: {reason}",
+            severity=Severity.WARNING, attrs={"reason": reason, "message": block.get("Message")},
+            line=number, **common,
+        )  # fmt: skip
 
 
 # -- kubectl describe node (whole, or the part a `sed`/`grep` kept) ------------------------------
@@ -465,8 +522,9 @@ def parse_describe_node(ctx: Context, lines: Lines, node: str | None) -> Iterato
 _DESCRIBE_EVENT_ROW: Final = re.compile(
     r"^\s*(?P<type>Normal|Warning)\s+(?P<reason>[A-Z]\w+)\s+(?P<age>[\w<>]+(?: \(x\d+ over \w+\))?)\s{2,}(?P<source>\S+(?:, \S+)?)\s{2,}(?P<message>\S.*)$"
 )
+# A `get events` row keeps its shape when a paste squeezed its columns to single spaces.
 _TABLE_EVENT_ROW: Final = re.compile(
-    r"^(?:(?P<namespace>[a-z0-9][-a-z0-9]*)\s{2,})?(?P<age>[\w<>]+(?: \(x\d+ over \w+\))?)\s{2,}(?P<type>Normal|Warning)\s{2,}(?P<reason>[A-Z]\w+)\s{2,}(?P<object>\w+/\S+)\s{2,}(?P<message>\S.*)$"
+    r"^(?:(?P<namespace>[a-z0-9][-a-z0-9]*)\s+)?(?P<age>[\w<>]+(?: \(x\d+ over \w+\))?)\s+(?P<type>Normal|Warning)\s+(?P<reason>[A-Z]\w+)\s+(?P<object>[A-Za-z]+/\S+)\s+(?P<message>\S.*)$"
 )
 
 
@@ -512,7 +570,7 @@ def parse_nodes_table(ctx: Context, lines: Lines) -> Iterator[Item]:
         name, status = row.get("NAME", ""), row.get("STATUS", "").split(",")
         if not name:
             continue
-        if "NotReady" in status or "Unknown" in status:
+        if {"NotReady", "Unknown", "NodeLost"} & set(status):
             yield ctx.evidence(
                 source="kubectl.nodes", native_id=name, version="NotReady", ts=now,
                 kind="node.condition", message=f"Node {name} NotReady (kubectl get nodes)",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any, Final
 
@@ -24,6 +24,7 @@ from whyjob.collector.ingest import detect, kernel, kubectl_text, podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, PodRef, Rejected
 from whyjob.collector.ingest.loglines import clean
 from whyjob.collector.ingest.yamlload import KubeYamlLoader
+from whyjob.core.evidence import Evidence
 from whyjob.core.standins import (
     PASTED_CONTAINER,
     PASTED_NAMESPACE,
@@ -249,7 +250,34 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
             return
     lines = [(n, clean(t)) for n, t in enumerate(text.split("\n"), start=1)]
     lines = [(n, _CRI_PREFIX.sub("", t, count=1)) for n, t in lines]
-    yield from _read_lines(ctx, _strip_prefixes(lines))
+    yield from _in_paste_order(_read_lines(ctx, _strip_prefixes(lines)))
+
+
+def _where(item: Item, previous: int) -> int:
+    """The paste line an item stands for: a log record's own sequence number (a traceback's
+    is its exception line), else the line its origin names."""
+    if isinstance(item, Evidence):
+        seq = item.attrs.get("seq")
+        if isinstance(seq, int):
+            return seq
+        _, _, line = (item.origin or "").rpartition(":")
+        return int(line) if line.isdigit() else previous
+    if isinstance(item, Rejected) and item.line is not None:
+        return item.line
+    return previous
+
+
+def _in_paste_order(items: Iterable[Item]) -> Iterator[Item]:
+    """Items in the order their lines were pasted: the readers hand back structured blocks as
+    they meet them and the log's lines at the end, and a diagnosis reads a paste in order."""
+    keyed: list[tuple[int, int, Item]] = []
+    line = 0
+    for position, item in enumerate(items):
+        line = _where(item, line)
+        keyed.append((line, position, item))
+    keyed.sort(key=lambda entry: (entry[0], entry[1]))
+    for _, _, item in keyed:
+        yield item
 
 
 # What launchers and log tools put before every line of a worker: srun --label ("15: "),
@@ -307,12 +335,21 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
         elif kubectl_text.looks_like_nodes_table([text]):
             end = _block_end(lines, index, describe=False)
             yield from kubectl_text.parse_nodes_table(ctx, lines[index:end])
-        elif "pod" in hints and kubectl_text.looks_like_describe_fragment(text):
+        elif kubectl_text.looks_like_describe_fragment(text) and (
+            "pod" in hints
+            or (end < len(lines) and kubectl_text.looks_like_describe_fragment(lines[end][1]))
+        ):
             while end < len(lines) and kubectl_text.looks_like_describe_fragment(lines[end][1]):
                 end += 1
-            yield from kubectl_text.parse_describe_fragment(
-                ctx, lines[index:end], (hints.get("namespace", "default"), hints["pod"])
+            about = (
+                (hints.get("namespace", "default"), hints["pod"])
+                if "pod" in hints
+                else (PASTED_NAMESPACE, PASTED_POD)
             )
+            yield from kubectl_text.parse_describe_fragment(ctx, lines[index:end], about)
+            # A fragment's Message and Reason are words too: a cut may have kept the telling
+            # line and lost the structure around it.
+            app.extend(lines[index:end])
         elif kubectl_text.looks_like_pods_table([text]):
             end = _block_end(lines, index, describe=False)
             yield from kubectl_text.parse_pods_table(ctx, lines[index:end])

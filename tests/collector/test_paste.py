@@ -116,3 +116,114 @@ def test_a_pasted_pod_document_goes_through_the_json_reader() -> None:
     assert any(isinstance(item, PodRecord) and item.node == "gpu-7" for item in items)
     (ended,) = [ev for ev in _evidence(items) if ev.kind == "container.terminated"]
     assert ended.attrs["reason"] == "OOMKilled" and ended.attrs["exit_code"] == 137
+
+
+def _kinds(text: str) -> list[tuple[str, dict[str, object]]]:
+    return [(ev.kind, ev.attrs) for ev in _evidence(_read(text))]
+
+
+def test_describe_fragments_without_a_name_keep_each_state_block_apart() -> None:
+    text = (
+        "    State:          Waiting\n"
+        "      Reason:       CrashLoopBackOff\n"
+        "    Last State:     Terminated\n"
+        "      Reason:       OOMKilled\n"
+        "      Exit Code:    137\n"
+    )
+    structured = [(k, a) for k, a in _kinds(text) if k.startswith("container.")]
+    assert [(k, a["reason"]) for k, a in structured] == [
+        ("container.waiting", "CrashLoopBackOff"),
+        ("container.terminated", "OOMKilled"),
+    ]
+    assert structured[1][1]["exit_code"] == 137
+    # The lines are words too: nothing a cut kept is lost to the structure.
+    words = [ev.message for ev in _evidence(_read(text)) if ev.kind.startswith("log.")]
+    assert any("OOMKilled" in message for message in words)
+
+
+def test_a_pods_own_status_reason_and_message_become_its_status() -> None:
+    text = "Status:         Failed\nReason:         Evicted\nMessage:        The node was low on resource: memory.\n"
+    (status,) = [ev for ev in _evidence(_read(text)) if ev.kind == "pod.status"]
+    assert status.attrs["reason"] == "Evicted" and status.attrs["phase"] == "Failed"
+    assert "low on resource" in str(status.attrs["message"])
+
+
+def test_get_nodes_without_roles_and_squeezed_event_rows_are_read() -> None:
+    text = (
+        "NAME           STATUS     AGE       VERSION\n"
+        "gpu-node-7     NotReady   18h       v1.7.0\n"
+        "\n"
+        "18m Normal RebootScheduled node/aks-gpu-10919361-vmss000000 Node condition RebootScheduled is now: True\n"
+    )
+    evidence = _evidence(_read(text))
+    (condition,) = [ev for ev in evidence if ev.kind == "node.condition"]
+    assert condition.node == "gpu-node-7" and condition.attrs["status"] == "Unknown"
+    (event,) = [ev for ev in evidence if ev.kind == "k8s.event"]
+    assert (
+        event.attrs["reason"] == "RebootScheduled" and event.node == "aks-gpu-10919361-vmss000000"
+    )
+
+
+def test_a_controller_line_no_notice_is_read_from_stays_a_log_line() -> None:
+    text = (
+        '{"level":"ERROR","time":"2023-11-13T02:23:56.464Z","logger":"controller.provisioner",'
+        '"message":"Could not schedule pod, incompatible with nodepool \\"default\\"","commit":"1072d3b"}\n'
+    )
+    (line,) = _evidence(_read(text))
+    assert line.kind.startswith("log.") and "Could not schedule pod" in line.message
+
+
+def test_the_kind_of_a_structured_controller_line_is_read_from_its_fields() -> None:
+    karpenter = (
+        '{"level":"INFO","time":"2024-01-29T08:47:30.575Z","logger":"controller.interruption",'
+        '"message":"initiating delete from interruption message","messageKind":"SpotInterruptionKind",'
+        '"nodeclaim":"default-4w54b","action":"CordonAndDrain","node":"ip-10-0-36-60.eu-west-2.compute.internal"}'
+    )
+    nth = (
+        '{"event":{"EventID":"instance-event-0c6a","Kind":"SCHEDULED_EVENT","Description":"instance-stop will occur '
+        "between 28 Dec 2020 06:00:00 GMT and 28 Dec 2020 08:00:00 GMT because The instance is running on degraded "
+        'hardware\\n","NodeName":"ip-10-0-2-3.ec2.internal"},"time":"2020-12-10T01:50:29Z",'
+        '"message":"Adding new event to the event store"}'
+    )
+    (spot,) = _evidence(_read(karpenter))
+    assert (
+        spot.kind == "spot.interruption" and spot.node == "ip-10-0-36-60.eu-west-2.compute.internal"
+    )
+    (scheduled,) = _evidence(_read(nth))
+    assert scheduled.kind == "maintenance.scheduled"
+
+
+def test_launcher_prefixes_are_cut_so_the_traceback_reads_whole() -> None:
+    text = (
+        "\n".join(
+            f"{rank}: [rank{rank}]: {line}"
+            for rank in (3, 3, 3)
+            for line in ["Traceback (most recent call last):"]
+        )
+        + '\n3: [rank3]:   File "train.py", line 4, in <module>\n3: [rank3]: AssertionError: num_layers should be divisible by pipeline_model_parallel_size\n'
+    )
+    tracebacks = [ev for ev in _evidence(_read(text)) if ev.kind == "log.traceback"]
+    assert any(tb.attrs["exception"] == "AssertionError" for tb in tracebacks)
+
+
+def test_lines_wrapped_at_a_width_the_paste_shares_are_joined_and_long_ones_left_alone() -> None:
+    wrapped = "x" * 70 + "ran for 600"
+    first = (
+        "[rank4]:[E210 02:06:33] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+        + "y" * 7
+    )
+    text = f"{first}\n{'z' * len(first)}\n{wrapped}\n"
+    messages = [ev.message for ev in _evidence(_read(text))]
+    assert messages[0] == first + "z" * len(first)
+    assert wrapped in messages  # a merely long line stays as it was
+
+
+def test_records_come_back_in_the_order_they_were_pasted() -> None:
+    text = (
+        "Training completed.\n"
+        "    Last State:     Terminated\n"
+        "      Reason:       OOMKilled\n"
+        "      Exit Code:    137\n"
+    )
+    lines = [int((ev.origin or ":0").rpartition(":")[2]) for ev in _evidence(_read(text))]
+    assert lines == sorted(lines)
