@@ -208,6 +208,58 @@ def _readable(text: str) -> str:
     )
 
 
+# What to paste next, by what a paste lacked.
+_NEXT: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("log.",), "the container's own log (kubectl logs POD --previous, or its traceback)"),
+    (
+        ("container.", "pod.", "k8s.event"),
+        "kubectl describe pod POD (its State, Last State and Events)",
+    ),
+    (
+        ("kernel.", "gpu."),
+        "the node's kernel log (dmesg -T or journalctl -k, for Xid, NVRM and OOM lines)",
+    ),
+)
+
+
+def _nothing_found(records: Sequence[Evidence], reason: str | None, pod: str | None) -> Diagnosis:
+    """No rule named a cause: say what was read and what to paste next."""
+    if not records:
+        summary = "The paste holds no line whyjob could read as evidence."
+    else:
+        kinds = Counter(ev.kind.split(".")[0] for ev in records)
+        read = ", ".join(
+            f"{count} {_KIND_WORDS.get(kind, kind)}" for kind, count in kinds.most_common()
+        )
+        state = f"; the pod's state is {reason}" if reason else ""
+        summary = f"Read {read}{state}, and none of it names a cause."
+    lacking = [
+        advice
+        for prefixes, advice in _NEXT
+        if not any(ev.kind.startswith(prefixes) for ev in records)
+    ] or [advice for _, advice in _NEXT]
+    return Diagnosis(
+        "unknown",
+        "possible",
+        summary,
+        [],
+        ["no error, termination reason or node notice was found: paste " + "; ".join(lacking)],
+        pod,
+    )
+
+
+_KIND_WORDS = {
+    "log": "log lines",
+    "container": "container states",
+    "pod": "pod records",
+    "k8s": "events",
+    "kernel": "kernel lines",
+    "node": "node records",
+    "gpu": "GPU records",
+    "launcher": "launcher reports",
+}
+
+
 def _verdict(
     found: list[Found],
     placed: list[Evidence],
@@ -221,17 +273,7 @@ def _verdict(
         f"{focus.namespace}/{focus.name}" if focus and focus.namespace != PASTED_NAMESPACE else None
     )
     if not found:
-        what = f"the pod's state ({reason})" if reason else "the pasted text"
-        return Diagnosis(
-            "unknown",
-            "possible",
-            f"Nothing in {what} names a cause.",
-            [],
-            [
-                "no error, termination reason or node notice was found in the paste: add the container's log (kubectl logs --previous), kubectl describe pod, and the node's dmesg"
-            ],
-            pod,
-        )
+        return _nothing_found(original, reason, pod)
     best = found[0]
     cause = best.cause
     evidence = []

@@ -77,4 +77,7 @@ def test_a_dataloader_worker_killed_as_the_node_ran_out_of_memory(rules: RuleSet
 def test_nothing_recognisable_is_unknown_and_says_what_is_missing(rules: RuleSet) -> None:
     found = _diagnose("step 1200 | loss 2.31 | lr 3e-4\nstep 1210 | loss 2.30\n", rules)
     assert (found.category, found.grade) == ("unknown", "possible")
-    assert found.missing and "kubectl logs --previous" in found.missing[0]
+    assert found.summary.startswith("Read 2 log lines")
+    # It asks for what the paste lacked, not for the log it already holds.
+    assert "kubectl describe pod" in found.missing[0] and "dmesg" in found.missing[0]
+    assert "kubectl logs" not in found.missing[0]
