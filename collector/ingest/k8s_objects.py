@@ -353,7 +353,9 @@ def _terminated(
         version="terminated",
         ts=finished or started or seen,
         kind="container.terminated",
-        message=f"Container {container} terminated: {reason}, exit code {exit_code}{signal_note}",
+        # The container's own last words (its termination message) are evidence too.
+        message=f"Container {container} terminated: {reason}, exit code {exit_code}{signal_note}"
+        + (f": {_first_line(message)}" if isinstance(message, str) and message.strip() else ""),
         severity=Severity.INFO if exit_code == 0 else Severity.ERROR,
         attrs=attrs,
         line=line,
@@ -392,6 +394,11 @@ def _pod_condition(
         line=line,
         **common,
     )
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def parse_node(ctx: Context, item: Mapping[str, Any], line: int | None) -> Iterator[Item]:

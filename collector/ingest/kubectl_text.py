@@ -442,7 +442,8 @@ def _fragment_state(
         yield ctx.evidence(
             source="kubectl.describe", native_id=f"{uid}/fragment/{block['which']}", version="terminated",
             ts=finished, kind="container.terminated", line=number,
-            message=f"Container terminated: {reason or '?'}, exit code {exit_code}",
+            message=f"Container terminated: {reason or '?'}, exit code {exit_code}"
+            + (f": {block['Message']}" if block.get("Message") else ""),
             severity=Severity.INFO if exit_code == 0 and reason in (None, "Completed") else Severity.ERROR,
             attrs={"exit_code": exit_code, "reason": reason, "started_at": _ts(block.get("Started")), "finished_at": finished, "termination_message": block.get("Message")},
             **common,

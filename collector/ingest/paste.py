@@ -317,7 +317,12 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
             pass
         elif kubectl_text.looks_like_describe_pod(window) and text.startswith("Name:"):
             end = _block_end(lines, index, describe=True)
-            yield from kubectl_text.parse_describe_pod(ctx, lines[index:end])
+            found = list(kubectl_text.parse_describe_pod(ctx, lines[index:end]))
+            yield from found
+            if not any(isinstance(item, Evidence) for item in found):
+                # `describe` of a Job, a PyTorchJob, a PodGroup: not a pod, but its words
+                # (Completed At, a condition's message) may still name the cause.
+                app.extend(lines[index:end])
         elif kubectl_text.looks_like_describe_node(window) or (
             text.startswith("Name:")
             and any(t.startswith(("Roles:", "Role:", "Taints:", "Unschedulable:")) for t in window)
@@ -347,9 +352,9 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
                 else (PASTED_NAMESPACE, PASTED_POD)
             )
             yield from kubectl_text.parse_describe_fragment(ctx, lines[index:end], about)
-            # A fragment's Message and Reason are words too: a cut may have kept the telling
-            # line and lost the structure around it.
-            app.extend(lines[index:end])
+            # A fragment's Message and Reason are words too (a cut may have kept the telling
+            # line and lost the structure around it), read together so each keeps its context.
+            app.append((number, " ".join(t.strip() for _, t in lines[index:end])))
         elif kubectl_text.looks_like_pods_table([text]):
             end = _block_end(lines, index, describe=False)
             yield from kubectl_text.parse_pods_table(ctx, lines[index:end])

@@ -21,7 +21,9 @@ _START: Final = "Traceback (most recent call last):"
 _FRAME: Final = re.compile(r'^\s+File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
 _EXCEPTION: Final = re.compile(
     r"^(?P<name>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure)"
-    r"|KeyError|StopIteration|GeneratorExit)(?::\s?(?P<detail>.*))?$"
+    r"|KeyError|StopIteration|GeneratorExit)"
+    # Ray wraps the worker's exception: `ray.exceptions.RayTaskError(AttributeError): ...`
+    r"(?:\((?P<inner>[\w.]+)\))?(?::\s?(?P<detail>.*))?$"
 )
 _CHAIN: Final = (
     "During handling of the above exception, another exception occurred:",
