@@ -92,11 +92,13 @@ def test_the_slash_command_is_signed_and_reads_only_what_it_is_granted(
     body = urllib.parse.urlencode(
         {"command": "/whyjob", "text": world.a[1], "user_id": "U012ABCDEF"}
     )
-    answer = client.post("/slack/command", content=body, headers=_signed(body))
+    headers = _signed(body)
+    answer = client.post("/slack/command", content=body, headers=headers)
     assert answer.status_code == 200 and answer.json()["response_type"] == "ephemeral"
     assert world.a[1] in str(answer.json()["blocks"])
-    # The same request again is a replay; an old one is stale; a forged one fails its signature.
-    assert client.post("/slack/command", content=body, headers=_signed(body)).status_code == 401
+    # The same request again (the same signed headers, whatever second it is now) is a replay;
+    # an old one is stale; a forged one fails its signature.
+    assert client.post("/slack/command", content=body, headers=headers).status_code == 401
     stale = client.post("/slack/command", content=body, headers=_signed(body, time.time() - 600))
     assert stale.status_code == 401 and stale.json()["error"] == "stale"
     forged = _signed(body) | {"X-Slack-Signature": "v0=" + "0" * 64}
