@@ -105,8 +105,12 @@ class CauseFinder:
         scene: Scene,
         matches: dict[int, dict[str, dict[str, str]]],
         clock: Clock | None = None,
+        skew_ms: int | None = None,
     ):
         self.clock = clock
+        # How far apart two records' clocks may be and still count as "first" (nodes' clocks
+        # drift); a paste is one stream in its own order, so there it is 0.
+        self.skew_ms = _SKEW_MS if skew_ms is None else skew_ms
         self.rules = rules
         self.scene = scene
         self.matches = matches
@@ -207,7 +211,7 @@ class CauseFinder:
                     continue
                 found.append(self._cause(rule, attempt, anchor, hits))
         found.sort(key=lambda f: (-f.cause.score, -(f.cause.at or 0)))
-        return _completed_unless_failed_after(_root_before_symptoms(found))
+        return _completed_unless_failed_after(_root_before_symptoms(found, self.skew_ms))
 
     def _cause(
         self, rule: Explanation, attempt: Attempt, anchor: int, hits: dict[str, list[Evidence]]
@@ -264,7 +268,7 @@ _SKEW_MS = 15_000
 _RANK_SYMPTOMS = frozenset({"app.nccl_timeout", "app.nccl_error", "peer.failure", "unknown"})
 
 
-def _root_before_symptoms(found: list[Found]) -> list[Found]:
+def _root_before_symptoms(found: list[Found], skew_ms: int) -> list[Found]:
     """A symptom (an NCCL timeout, a launcher's SIGTERM) never outranks a cause of its own that
     came first in the same run: in one log, the error printed first is the root, whatever the
     rules' priorities say about the errors that followed."""
@@ -283,7 +287,7 @@ def _root_before_symptoms(found: list[Found]) -> list[Found]:
             # only another rank's failure seen from this one (a timeout, a launcher's stop)
             # yields to whatever generic error the run printed first.
             continue
-        if symptom_at is None or cause.at is None or cause.at <= symptom_at + _SKEW_MS:
+        if symptom_at is None or cause.at is None or cause.at <= symptom_at + skew_ms:
             return [candidate, *found[:position], *found[position + 1 :]]
     return found
 

@@ -197,7 +197,7 @@ def diagnose(
     ends = [ev for ev in pod_records if ev.kind == "container.terminated"]
     clock = Clock(shown, shown.get(ends[-1].id) if ends else None)
     matches = Matcher(rules).match_all(scene.all_records())
-    found = CauseFinder(rules, scene, matches, clock).find(attempt)
+    found = CauseFinder(rules, scene, matches, clock, skew_ms=0).find(attempt)
     return _verdict(found, placed, records, focus, state, reason)
 
 
