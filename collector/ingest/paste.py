@@ -108,9 +108,12 @@ _NODE_ARG: Final = re.compile(
 )
 _PROMPT: Final = re.compile(r"^\s*(?:\$|#|%|>|❯|\w+@[\w.-]+:\S*[$#])\s")
 _YAML_LINE: Final = re.compile(r"^(?:\s|-|[\w./-]+:|---|#)")
-# A top-level key of a Kubernetes object or of a part of one (`yq .status`).
+# A key of a Kubernetes object or of a part of one (`yq .status`, a jsonpath state, a
+# condition list), at the margin or indented where a paste cut it out of a larger document.
 _YAML_START: Final = re.compile(
-    r"^(?:apiVersion|kind|metadata|spec|status|items|conditions|containerStatuses|phase|state|lastState|limits|requests):(?:\s|$)"
+    r"^(?P<indent>\s*)(?:- )?(?:apiVersion|kind|metadata|spec|status|items|conditions|containerStatuses"
+    r"|phase|state|lastState|limits|requests|terminated|waiting|exitCode|lastTransitionTime"
+    r"|lastProbeTime|lastHeartbeatTime|reason|message|type):(?:\s|$)"
 )
 _MAX_BLOCK_LINES = 50_000
 
@@ -145,27 +148,31 @@ def _json_block(lines: list[tuple[int, str]], start: int) -> tuple[int, Any] | N
 
 def _structured_block(
     lines: list[tuple[int, str]], start: int, hints: dict[str, str]
-) -> tuple[int, bytes] | None:
+) -> tuple[int, bytes, bool] | None:
     """A JSON or YAML document (or a pod fragment such as `jq .status`) starting at `start`:
-    its end and the bytes for the readers; None when the line starts ordinary text."""
+    its end, the bytes for the readers and whether it was a fragment made whole; None when
+    the line starts ordinary text."""
     text = lines[start][1]
     if text.lstrip()[:1] in ("{", "["):
         found = _json_block(lines, start)
         if found is None:
             return None
         end, value = found
-    elif _YAML_START.match(text):
-        end = _yaml_block_end(lines, start)
+    elif yaml_start := _YAML_START.match(text):
+        indent = len(yaml_start.group("indent"))
+        end = _yaml_block_end(lines, start, indent)
         if end - start < 2:
             return None
         try:
-            value = yaml.load("\n".join(t for _, t in lines[start:end]), Loader=KubeYamlLoader)
+            value = yaml.load(
+                "\n".join(t[indent:] for _, t in lines[start:end]), Loader=KubeYamlLoader
+            )
         except yaml.YAMLError:
             return None
     else:
         return None
     document = _as_pod(value, hints)
-    return end, orjson.dumps(document or value)
+    return end, orjson.dumps(document or value), document is not None
 
 
 def _inline_document(ctx: Context, number: int, text: str) -> list[Item]:
@@ -180,30 +187,78 @@ def _inline_document(ctx: Context, number: int, text: str) -> list[Item]:
     return list(_document(ctx, number, orjson.dumps(value)))
 
 
-def _yaml_block_end(lines: list[tuple[int, str]], start: int) -> int:
+def _yaml_block_end(lines: list[tuple[int, str]], start: int, indent: int = 0) -> int:
+    """Where a YAML block that starts at `start` with `indent` leading spaces ends: at the
+    first line that is not YAML, or that sits left of where the block began."""
     for index in range(start + 1, len(lines)):
-        if not _YAML_LINE.match(lines[index][1]) and lines[index][1].strip():
+        text = lines[index][1]
+        if not text.strip():
+            continue
+        if len(text) - len(text.lstrip()) < indent or not _YAML_LINE.match(text[indent:]):
             return index
     return len(lines)
 
 
-def _as_pod(value: Any, hints: dict[str, str]) -> dict[str, Any] | None:
-    """A fragment of a pod (`jq .status`, a jsonpath state) as a pod document for the reader."""
+# Condition types a node reports (a pod's are PodScheduled, Initialized, Ready, ...).
+_NODE_CONDITIONS: Final = frozenset(
+    {
+        "MemoryPressure",
+        "DiskPressure",
+        "PIDPressure",
+        "NetworkUnavailable",
+        "OutOfDisk",
+        "KernelDeadlock",
+    }
+)
+
+
+def _status_of(value: Any) -> dict[str, Any] | None:
+    """The status a fragment shows, whatever level the paste cut it at: a whole `status:`, a
+    container status or its `state:`, a bare terminated state, or a list of conditions."""
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) and "type" in v and "status" in v for v in value):
+            return {"conditions": value}
+        return None
     if not isinstance(value, dict):
         return None
+    if isinstance(value.get("status"), dict) and not value.keys() - {
+        "status",
+        "metadata",
+        "spec",
+        "kind",
+        "apiVersion",
+    }:
+        value = value["status"]
+    if "type" in value and "status" in value and not value.keys() & {"containerStatuses"}:
+        return {"conditions": [value]}  # one condition object
+    if "exitCode" in value:
+        value = {"terminated": value}  # `.state.terminated` or `.lastState.terminated`
     if value.keys() & {"terminated", "waiting", "running"}:
-        value = {
-            "containerStatuses": [{"name": PASTED_CONTAINER, "restartCount": 0, "state": value}]
-        }
-    if not value.keys() & {"containerStatuses", "conditions", "phase"}:
+        value = {"state": value}
+    if value.keys() & {"state", "lastState"} and "containerStatuses" not in value:
+        value = {"containerStatuses": [{"name": PASTED_CONTAINER, "restartCount": 0, **value}]}
+    if not value.keys() & {"containerStatuses", "conditions", "phase", "reason"}:
         return None
+    return dict(value)
+
+
+def _as_pod(value: Any, hints: dict[str, str]) -> dict[str, Any] | None:
+    """A fragment of a pod or a node (`jq .status`, a jsonpath state, a conditions list) as a
+    document for the readers."""
+    status = _status_of(value)
+    if status is None:
+        return None
+    types = {c.get("type") for c in status.get("conditions") or () if isinstance(c, dict)}
+    if types & _NODE_CONDITIONS and not status.keys() & {"containerStatuses", "phase"}:
+        node = hints.get("node", PASTED_NODE)
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "status": status}
     name = hints.get("pod", PASTED_POD)
     namespace = hints.get("namespace", PASTED_NAMESPACE if "pod" not in hints else "default")
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "uid": standin_uid(namespace, name)},
-        "status": value,
+        "status": status,
     }
 
 
@@ -388,8 +443,12 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
         elif (block := _structured_block(lines, index, hints)) is not None and (
             found := list(_document(ctx, number, block[1]))
         ):
-            end = block[0]
+            end, _, fragment = block
             yield from found
+            if fragment:
+                # A cut-out part of an object: its messages are words too (a condition type
+                # the readers do not model may still say why).
+                app.append((number, " ".join(t.strip() for _, t in lines[index:end])))
         elif '{"' in text and (found := _inline_document(ctx, number, text)):
             yield from found
         else:

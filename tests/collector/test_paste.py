@@ -227,3 +227,37 @@ def test_records_come_back_in_the_order_they_were_pasted() -> None:
     )
     lines = [int((ev.origin or ":0").rpartition(":")[2]) for ev in _evidence(_read(text))]
     assert lines == sorted(lines)
+
+
+def test_status_fragments_are_read_whatever_level_the_paste_cut_them_at() -> None:
+    below_status = "status:\n  phase: Failed\n  reason: Evicted\n  message: 'The node was low on resource: memory.'\n"
+    (evicted,) = [ev for ev in _evidence(_read(below_status)) if ev.kind == "pod.status"]
+    assert evicted.attrs["reason"] == "Evicted"
+    yq_terminated = 'exitCode: 137\nfinishedAt: "2025-12-17T10:56:44Z"\nreason: OOMKilled\nstartedAt: "2025-12-17T10:56:35Z"\n'
+    (killed,) = [ev for ev in _evidence(_read(yq_terminated)) if ev.kind == "container.terminated"]
+    assert (killed.attrs["reason"], killed.attrs["exit_code"]) == ("OOMKilled", 137)
+    indented = (
+        "    lastState:\n      terminated:\n        exitCode: 139\n        reason: Error\n"
+        "    state:\n      waiting:\n        reason: CrashLoopBackOff\n"
+    )
+    kinds = {ev.kind: ev.attrs for ev in _evidence(_read(indented))}
+    assert kinds["container.terminated"]["exit_code"] == 139
+    assert kinds["container.waiting"]["reason"] == "CrashLoopBackOff"
+
+
+def test_a_bare_list_of_node_conditions_is_about_the_node() -> None:
+    text = (
+        '- lastHeartbeatTime: "2026-03-04T10:00:00Z"\n'
+        '  lastTransitionTime: "2026-03-04T10:02:00Z"\n'
+        "  message: Kubelet stopped posting node status.\n"
+        "  reason: NodeStatusUnknown\n"
+        "  status: Unknown\n"
+        "  type: Ready\n"
+        '- lastTransitionTime: "2026-03-04T10:02:00Z"\n'
+        "  reason: NodeStatusUnknown\n"
+        "  status: Unknown\n"
+        "  type: MemoryPressure\n"
+    )
+    conditions = [ev for ev in _evidence(_read(text)) if ev.kind == "node.condition"]
+    ready = next(ev for ev in conditions if ev.attrs["condition"] == "Ready")
+    assert ready.attrs["status"] == "Unknown" and ready.pod is None
