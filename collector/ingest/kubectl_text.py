@@ -35,6 +35,7 @@ __all__ = [
     "looks_like_events_table",
     "looks_like_gcloud_operations_table",
     "looks_like_nodes_table",
+    "looks_like_old_events_header",
     "looks_like_pods_table",
     "namespace_hint",
     "parse_controller_log",
@@ -45,6 +46,7 @@ __all__ = [
     "parse_events_table",
     "parse_gcloud_operations_table",
     "parse_nodes_table",
+    "parse_old_event_rows",
     "parse_pods_table",
     "relative_ms",
 ]
@@ -527,6 +529,39 @@ _DESCRIBE_EVENT_ROW: Final = re.compile(
 _TABLE_EVENT_ROW: Final = re.compile(
     r"^(?:(?P<namespace>[a-z0-9][-a-z0-9]*)\s+)?(?P<age>[\w<>]+(?: \(x\d+ over \w+\))?)\s+(?P<type>Normal|Warning)\s+(?P<reason>[A-Z]\w+)\s+(?P<object>[A-Za-z]+/\S+)\s+(?P<message>\S.*)$"
 )
+
+
+# Events as kubectl printed them before 1.7 (describe and get): FirstSeen, LastSeen, Count,
+# From ({component host}), an optional SubobjectPath, an optional Type, Reason, Message,
+# separated by tabs or runs of spaces, the empty SubobjectPath leaving only separators.
+_OLD_EVENTS_HEADER: Final = re.compile(
+    r"^\s*FirstSeen\s+LastSeen\s+Count\s+From\s+(?:SubobjectPath\s+)?(?:Type\s+)?Reason\s+Message"
+)
+_SEP = r"(?:\t+\s*|\s{2,})"
+_OLD_EVENT_ROW: Final = re.compile(
+    rf"^\s*(?P<first>\S.*?){_SEP}(?P<last>\S.*?){_SEP}(?P<count>\d+){_SEP}(?P<source>\{{[^}}]*\}})"
+    rf"(?:{_SEP}(?P<sub>(?!Normal\b|Warning\b)\S[^\t]*?))??{_SEP}(?:(?P<type>Normal|Warning){_SEP})?"
+    rf"(?P<reason>[A-Za-z]\w*){_SEP}(?P<message>\S.*)$"
+)
+
+
+def looks_like_old_events_header(line: str) -> bool:
+    return bool(_OLD_EVENTS_HEADER.match(line))
+
+
+def parse_old_event_rows(ctx: Context, lines: Lines, pod: tuple[str, str]) -> Iterator[Item]:
+    """Rows under an old events header, about `pod` (namespace, name) unless a row's source
+    names a node event."""
+    now = _now(ctx)
+    namespace, name = pod
+    for number, text in lines:
+        row = _OLD_EVENT_ROW.match(text)
+        if row is None or set(text.strip()) <= set("-\t "):
+            continue
+        source = row["source"].strip("{} ")
+        event_type = row["type"] or ("Warning" if row["reason"][:1].islower() else "Normal")
+        yield _event(ctx, now, number, namespace, "Pod", name, standin_uid(namespace, name), None,
+                     event_type, row["reason"], row["first"].strip(), source, row["message"])  # fmt: skip
 
 
 def looks_like_event_row(line: str) -> bool:

@@ -20,7 +20,7 @@ from typing import Any, Final
 import orjson
 import yaml
 
-from whyjob.collector.ingest import detect, kernel, kubectl_text, podlogs
+from whyjob.collector.ingest import detect, formats, kernel, kubectl_text, podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, PodRef, Rejected
 from whyjob.collector.ingest.loglines import clean
 from whyjob.collector.ingest.yamlload import KubeYamlLoader
@@ -116,6 +116,8 @@ _YAML_START: Final = re.compile(
     r"|lastProbeTime|lastHeartbeatTime|reason|message|type):(?:\s|$)"
 )
 _MAX_BLOCK_LINES = 50_000
+_NVRM_CONTINUED: Final = re.compile(r"^\s+NVRM: ")
+_TEXT_FORMATS: Final = frozenset({f.name for f in formats.TEXT_FORMATS} | {formats.PLAIN_LOG.name})
 
 
 def _command_hints(text: str, hints: dict[str, str]) -> None:
@@ -173,6 +175,19 @@ def _structured_block(
         return None
     document = _as_pod(value, hints)
     return end, orjson.dumps(document or value), document is not None
+
+
+def _pretty_log_line(lines: list[tuple[int, str]], start: int) -> tuple[int, str] | None:
+    """A JSON log record written over several lines: its end and the record on one line."""
+    if lines[start][1].strip() != "{":
+        return None
+    found = _json_block(lines, start)
+    if found is None:
+        return None
+    end, value = found
+    if not isinstance(value, dict) or not value.keys() & {"message", "msg"}:
+        return None
+    return end, orjson.dumps(value).decode()
 
 
 def _inline_document(ctx: Context, number: int, text: str) -> list[Item]:
@@ -298,8 +313,9 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
         (b"apiVersion:", b"kind:", b"items:", b"---")
     ):
         fmt, items = detect.read(ctx, data)
-        # `[rank3]:` and `[  12.345678] NVRM:` start like JSON too: text unless a document parsed.
-        parsed = list(items) if items is not None and fmt != "kernel" else []
+        # `[rank3]:` and `[  12.345678] NVRM:` start like JSON too: text unless a document
+        # (JSON or YAML, not a text format or the plain log) parsed.
+        parsed = list(items) if items is not None and fmt not in _TEXT_FORMATS else []
         if any(not isinstance(item, Rejected) for item in parsed):
             yield from parsed
             return
@@ -386,6 +402,20 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
             while end < len(lines) and lines[end][1].strip() and not _PROMPT.match(lines[end][1]):
                 end += 1
             yield from kubectl_text.parse_describe_node(ctx, lines[index:end], hints.get("node"))
+        elif kubectl_text.looks_like_old_events_header(text):
+            while end < len(lines) and lines[end][1].strip():
+                end += 1
+            about = (
+                (hints.get("namespace", "default"), hints["pod"])
+                if "pod" in hints
+                else (PASTED_NAMESPACE, PASTED_POD)
+            )
+            rows = lines[index + 1 : end]
+            found = list(kubectl_text.parse_old_event_rows(ctx, rows, about))
+            yield from found
+            # A row the reader could not split is still the paste's words.
+            read = {_where(item, 0) for item in found}
+            app.extend(row for row in rows if row[0] not in read and row[1].strip("-\t "))
         elif kubectl_text.looks_like_events_table([text]):
             end = _block_end(lines, index, describe=False)
             yield from kubectl_text.parse_events_table(ctx, lines[index:end])
@@ -433,9 +463,21 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
             )
             yield from kubectl_text.parse_event_rows(ctx, rows, about)
         elif _is_kernel(text):
-            while end < len(lines) and lines[end][1].strip() and _is_kernel(lines[end][1]):
+            kernel_lines = [lines[index]]
+            while end < len(lines) and lines[end][1].strip():
+                following = lines[end][1]
+                if _is_kernel(following):
+                    kernel_lines.append(lines[end])
+                elif _NVRM_CONTINUED.match(following):
+                    # The driver wraps a long message over indented `NVRM:` lines.
+                    kernel_lines[-1] = (
+                        kernel_lines[-1][0],
+                        f"{kernel_lines[-1][1]} {_NVRM_CONTINUED.sub('', following)}",
+                    )
+                else:
+                    break
                 end += 1
-            yield from kernel.parse_kernel_text(ctx, lines[index:end])
+            yield from kernel.parse_kernel_text(ctx, kernel_lines)
         elif kubectl_text.looks_like_controller_log([text]) and (
             found := list(kubectl_text.parse_controller_log(ctx, [(number, text)]))
         ):
@@ -451,6 +493,14 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
                 app.append((number, " ".join(t.strip() for _, t in lines[index:end])))
         elif '{"' in text and (found := _inline_document(ctx, number, text)):
             yield from found
+        elif (logged := _pretty_log_line(lines, index)) is not None:
+            # A structured log line pretty-printed over many lines (`jq .` of Karpenter's
+            # JSON logs): read as the one line it was.
+            end, one_line = logged
+            found = list(kubectl_text.parse_controller_log(ctx, [(number, one_line)]))
+            yield from found
+            if not found:
+                app.append((number, one_line))
         else:
             app.append((number, text))
         index = end

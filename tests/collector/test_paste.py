@@ -261,3 +261,31 @@ def test_a_bare_list_of_node_conditions_is_about_the_node() -> None:
     conditions = [ev for ev in _evidence(_read(text)) if ev.kind == "node.condition"]
     ready = next(ev for ev in conditions if ev.attrs["condition"] == "Ready")
     assert ready.attrs["status"] == "Unknown" and ready.pod is None
+
+
+def test_other_shapes_people_paste_are_read_as_what_they_are() -> None:
+    old_events = (
+        "  FirstSeen\tLastSeen\tCount\tFrom\t\t\tSubobjectPath\tType\t\tReason\t\tMessage\n"
+        "  ---------\t--------\t-----\t----\t\t\t-------------\t--------\t------\t\t-------\n"
+        "  1m\t\t1m\t\t1\t{kubelet gpu-node-3}\t\t\tWarning\t\tEvicted\t\tThe node was low on resource: memory.\n"
+    )
+    (event,) = _evidence(_read(old_events))
+    assert (event.kind, event.attrs["reason"], event.attrs["type"]) == (
+        "k8s.event",
+        "Evicted",
+        "Warning",
+    )
+    pretty = (
+        '{\n  "level": "INFO",\n  "time": "2024-05-02T10:11:12.000Z",\n  "logger": "controller",\n'
+        '  "message": "initiating delete from interruption message",\n  "messageKind": "spot_interrupted",\n'
+        '  "Node": {"name": "ip-10-0-1-2.ec2.internal"}\n}\n'
+    )
+    (spot,) = _evidence(_read(pretty))
+    assert spot.kind == "spot.interruption" and spot.node == "ip-10-0-1-2.ec2.internal"
+    wrapped = (
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+        "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+        "               NVRM: fallen off the bus and is not responding to commands.\n"
+    )
+    (fault,) = _evidence(_read(wrapped))
+    assert fault.kind == "kernel.hw" and "fallen off the bus" in fault.message
