@@ -229,7 +229,8 @@ def _nothing_found(records: Sequence[Evidence], reason: str | None, pod: str | N
     else:
         kinds = Counter(ev.kind.split(".")[0] for ev in records)
         read = ", ".join(
-            f"{count} {_KIND_WORDS.get(kind, kind)}" for kind, count in kinds.most_common()
+            f"{count} {_KIND_WORDS.get(kind, (kind, kind))[count != 1]}"
+            for kind, count in kinds.most_common()
         )
         state = f"; the pod's state is {reason}" if reason else ""
         summary = f"Read {read}{state}, and none of it names a cause."
@@ -249,14 +250,14 @@ def _nothing_found(records: Sequence[Evidence], reason: str | None, pod: str | N
 
 
 _KIND_WORDS = {
-    "log": "log lines",
-    "container": "container states",
-    "pod": "pod records",
-    "k8s": "events",
-    "kernel": "kernel lines",
-    "node": "node records",
-    "gpu": "GPU records",
-    "launcher": "launcher reports",
+    "log": ("log line", "log lines"),
+    "container": ("container state", "container states"),
+    "pod": ("pod record", "pod records"),
+    "k8s": ("event", "events"),
+    "kernel": ("kernel line", "kernel lines"),
+    "node": ("node record", "node records"),
+    "gpu": ("GPU record", "GPU records"),
+    "launcher": ("launcher report", "launcher reports"),
 }
 
 

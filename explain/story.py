@@ -137,10 +137,12 @@ def _repeated_verdict(
     assert shown.category is not None
     before = len(failed_roots) - 1
     who = f"rank {root.rank}" if root.rank else root.pod
+    earlier = (
+        f"the {before} failures before it all died" if before > 1 else "the one before it died"
+    )
     summary = (
         f"The last failure ({who}, run {root.restart}) left no evidence of its own; "
-        f"the {before} failure{'s' if before > 1 else ''} before it all died of "
-        f"{shown.category}: {shown.summary}"
+        f"{earlier} of {shown.category}: {shown.summary}"
     )
     return Verdict(
         category=shown.category,
