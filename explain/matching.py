@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whyjob.core.evidence import Evidence
+from whyjob.explain.prefilter import required_literals
 from whyjob.explain.ruleset import Condition, RuleSet
 
 __all__ = ["Matcher", "field_value"]
@@ -61,29 +62,37 @@ def _test(condition: Condition, value: Any) -> bool:
     return number <= limit  # lte
 
 
-Test = Callable[[Evidence], bool]
+# A test sees the record and its message lower-cased once (for the literal prefilter).
+Test = Callable[[Evidence, str], bool]
 
 
 def _compile(condition: Condition) -> Test:
     """One condition as a function of the record: the common shapes (a regex on the message,
     a test on a top-level attribute) skip the generic path walk, as explain runs every signal
-    of a kind on every record of that kind."""
+    of a kind on every record of that kind; a message regex runs only on a message holding
+    one of the literals it cannot match without."""
     path, op, arg = condition.path, condition.op, condition.value
     if path == ("message",) and op == "regex":
         search = arg.search
-        return lambda ev: search(ev.message) is not None
+        words = tuple(required_literals(arg) or ())
+        if words:
+            return lambda ev, low: any(w in low for w in words) and search(ev.message) is not None
+        return lambda ev, low: search(ev.message) is not None
     if path == ("message",) and op == "not_regex":
         search = arg.search
-        return lambda ev: search(ev.message) is None
+        words = tuple(required_literals(arg) or ())
+        if words:
+            return lambda ev, low: not any(w in low for w in words) or search(ev.message) is None
+        return lambda ev, low: search(ev.message) is None
     if path[0] != "attrs":
         name = path[0]
-        return lambda ev: _test(condition, getattr(ev, name, None))
+        return lambda ev, low: _test(condition, getattr(ev, name, None))
     if len(path) == 2:
         key = path[1]
-        return lambda ev: _test(
+        return lambda ev, low: _test(
             condition, ev.attrs.get(key) if isinstance(ev.attrs, dict) else None
         )
-    return lambda ev: _test(condition, field_value(ev, path))
+    return lambda ev, low: _test(condition, field_value(ev, path))
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +114,11 @@ class Matcher:
     def match(self, ev: Evidence) -> dict[str, dict[str, str]]:
         """Signal id -> named captures, for each signal this record raises."""
         out: dict[str, dict[str, str]] = {}
-        for signal in self._by_kind.get(ev.kind, ()):
+        signals = self._by_kind.get(ev.kind, ())
+        low = ev.message.lower() if signals else ""
+        for signal in signals:
             for test in signal.tests:
-                if not test(ev):
+                if not test(ev, low):
                     break
             else:
                 # A capture only adds detail: when it finds nothing the signal still holds.

@@ -1,0 +1,71 @@
+"""Literal words a regex cannot match without, so most records skip the regex altogether.
+
+Every text signal runs its regex over the words of every log line, event and status of an
+experiment; most of those lines name no cause, and a regex that starts with `\\b` or a class
+cannot use the regex engine's fast literal scan. Before running a pattern, the matcher checks
+that the record's lower-cased message contains one of the pattern's required literals: for each
+way the pattern can match (each branch of an alternation), its longest run of plain characters.
+That is a necessary condition, so a record that fails it cannot match; patterns with a branch
+that needs no literal of three characters or more are always run.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from re import _constants as sre  # type: ignore[attr-defined]  # the stdlib's own parser
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any
+
+__all__ = ["required_literals"]
+
+_MIN_LENGTH = 3
+
+
+@lru_cache(maxsize=4096)  # a rule set's patterns, parsed once per process
+def required_literals(pattern: re.Pattern[str]) -> frozenset[str] | None:
+    """Lower-cased literals one of which every match contains; None when none is guaranteed."""
+    try:
+        parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+    except (re.error, RecursionError):
+        return None
+    found = _sequence(list(parsed))
+    return frozenset(found) if found else None
+
+
+def _sequence(items: list[tuple[Any, Any]]) -> set[str] | None:
+    """The most selective requirement among the items a sequence needs in turn."""
+    candidates: list[set[str]] = []
+    run = ""
+    for op, arg in items:
+        if op is sre.LITERAL:
+            run += chr(arg)
+            continue
+        if len(run) >= _MIN_LENGTH:
+            candidates.append({run.lower()})
+        run = ""
+        inner = _item(op, arg)
+        if inner:
+            candidates.append(inner)
+    if len(run) >= _MIN_LENGTH:
+        candidates.append({run.lower()})
+    if not candidates:
+        return None
+    return max(candidates, key=lambda words: min(len(w) for w in words))
+
+
+def _item(op: Any, arg: Any) -> set[str] | None:
+    if op is sre.SUBPATTERN:
+        return _sequence(list(arg[-1]))
+    if op is sre.BRANCH:
+        union: set[str] = set()
+        for branch in arg[1]:
+            words = _sequence(list(branch))
+            if not words:
+                return None  # a way to match with no literal: nothing is required
+            union |= words
+        return union
+    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", None)):
+        low, _, body = arg
+        return _sequence(list(body)) if low >= 1 else None
+    return None  # a class, an anchor, a lookaround or a backreference requires no literal
