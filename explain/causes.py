@@ -296,7 +296,7 @@ def _completed_unless_failed_after(found: list[Found]) -> list[Found]:
     """A run that reported finishing ended normally, whatever errors it survived on the way; a
     failure recorded with or after the finish (a crash while saving the final model) wins."""
     finished = [f for f in found if f.cause.category == "job.completed"]
-    if not finished or found[0] in finished:
+    if not finished:
         return found
     last = max((f.cause.at or 0) for f in finished)
     after = [

@@ -246,6 +246,16 @@ _DMESG_T = re.compile(
 )
 # raw dmesg: seconds since boot.
 _DMESG_RAW = re.compile(r"\[\s*(?P<stamp>\d+)\.(?P<frac>\d{1,9})\] ?(?P<msg>.*)$")
+# A kernel line with no time at all, as people cut it from dmesg or a bug report: recognised by
+# the subsystems that write the lines whyjob reads (the NVIDIA driver, the OOM killer, storage,
+# machine checks, panics), with or without a leading `kernel:`.
+_BARE = re.compile(
+    r"(?P<stamp>)(?P<frac>)(?:kernel: )?(?P<msg>(?:NVRM: |nvidia-nvswitch\d*: |NVRM:Xid"
+    r"|Out of memory: |Memory cgroup out of memory|oom-kill:|oom_reaper: |\S+ invoked oom-killer"
+    r"|EXT4-fs |XFS \(|nfs: server |Buffer I/O error|blk_update_request: |print_req_error: "
+    r"|Kernel panic - |BUG: |watchdog: BUG: |INFO: task \S+ blocked |mce: |EDAC |pcieport "
+    r"|mlx5_core ).*)$"
+)
 # The monotonic stamp rsyslog and some journald setups keep inside the message.
 _INNER_STAMP = re.compile(r"\[\s*\d+\.\d+\] ?")
 
@@ -262,12 +272,13 @@ _PATTERNS: Final = {
     "dmesg_iso": _DMESG_ISO,
     "dmesg_t": _DMESG_T,
     "dmesg_raw": _DMESG_RAW,
+    "bare": _BARE,
 }
 # Candidate formats by a line's first character, most specific first.
 _BRACKET_FORMATS: Final = ("dmesg_raw", "dmesg_t")
 _DIGIT_FORMATS: Final = ("dmesg_iso", "iso", "unix")
-_WORD_FORMATS: Final = ("short",)
-_NODELESS: Final = frozenset({"dmesg_iso", "dmesg_t", "dmesg_raw"})
+_WORD_FORMATS: Final = ("short", "bare")
+_NODELESS: Final = frozenset({"dmesg_iso", "dmesg_t", "dmesg_raw", "bare"})
 _ZONED: Final = frozenset({"iso", "dmesg_iso"})
 # Milliseconds per unit of a fraction's first 1, 2 or 3 digits.
 _FRACTION_SCALE: Final = (0, 100, 10, 1)
@@ -772,6 +783,9 @@ def _stamp_ms(ctx: Context, state: _State, fmt: str, match: re.Match[str]) -> in
             return _day_ms(int(group("year")), month, int(group("day"))) + _clock_ms(
                 group("h"), group("m"), group("s")
             )
+        if fmt == "bare":
+            # No time in the line: when it was observed, if said, else the file's time.
+            return ctx.options.at or ctx.mtime_ms
         # raw dmesg: seconds since boot
         boot = ctx.options.boot_time
         if boot is None:

@@ -7,13 +7,15 @@ failure):`), each as `[n]:` followed by `time`, `host`, `rank (local_rank)`, `ex
 …"). The format is torch's `_FAILURE_FORMAT_TEMPLATE` (torch/distributed/elastic/
 multiprocessing/errors/__init__.py), unchanged since torchelastic joined PyTorch. The tracker
 reads it from log lines, whatever prefix a launcher or a terminal put before them, and hands
-back one `Failure` per worker when the table ends.
+back one `Failure` per worker when the table ends; the agent's own line about the worker it
+saw fail (`failed (exitcode: -9) local_rank: 0 (pid: …)`) is a first failure too.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from signal import Signals
 from typing import Final
 
 __all__ = ["Failure", "SummaryTracker"]
@@ -30,6 +32,11 @@ _SIGNAL: Final = re.compile(r"Signal (?P<number>\d+) \((?P<name>SIG\w+)\)")
 # A table row: what is left of a line once a launcher's or a terminal's prefix is cut.
 _PREFIX: Final = re.compile(
     r"^(?:\s*\d+: )?(?:\[\d+,\d+\]<std(?:out|err)>:)?(?:\[(?:rank|default)\d+\]:)?"
+)
+# The agent's own line when it sees a worker fail, before it stops the others:
+# `failed (exitcode: -9) local_rank: 0 (pid: 598577) of binary: /usr/bin/python`.
+_AGENT_FAILED: Final = re.compile(
+    r"\bfailed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: \d+\)"
 )
 _MAX_ENTRIES: Final = 4096
 
@@ -50,7 +57,13 @@ class Failure:
 
     @property
     def summary(self) -> str:
-        who = f"rank {self.rank}" if self.rank is not None else "a worker"
+        who = (
+            f"rank {self.rank}"
+            if self.rank is not None
+            else f"local rank {self.local_rank}"
+            if self.local_rank is not None
+            else "a worker"
+        )
         where = f" on {self.host}" if self.host else ""
         how = f"exit code {self.exit_code}" + (f", {self.signal}" if self.signal else "")
         role = "failed first" if self.first else "failed"
@@ -68,6 +81,8 @@ class SummaryTracker:
     def feed(self, number: int, text: str) -> list[Failure]:
         body = text[_PREFIX.match(text).end() :]  # type: ignore[union-attr]  # always matches
         stripped = body.strip()
+        if self._section is None and (agent := _AGENT_FAILED.search(body)):
+            return [_agent_failure(number, agent)]
         if _ROOT.search(stripped):
             self._section = True
             self._current = None
@@ -115,3 +130,17 @@ class SummaryTracker:
             )
             if signal := _SIGNAL.search(value):
                 failure.signal = signal.group("name")
+
+
+def _agent_failure(number: int, found: re.Match[str]) -> Failure:
+    """The worker the agent saw fail first; a negative exit code is the signal that ended it."""
+    code = int(found.group("code"))
+    signal: str | None = None
+    if code < 0:
+        try:
+            signal = Signals(-code).name
+        except ValueError:
+            signal = None
+    return Failure(
+        number, first=True, local_rank=int(found.group("local")), exit_code=code, signal=signal
+    )

@@ -78,7 +78,11 @@ class TracebackTracker:
             self._chain_next.add(rank)
             return done
         if current is None:
-            return done
+            if not _FRAME.match(body):
+                return done
+            # A traceback cut above its header (a paste that kept only the frames): read it
+            # from its first frame on.
+            current = self._open[rank] = Traceback(number, rank, truncated=True)
         if frame := _FRAME.match(body):
             if len(current.functions) < _MAX_FRAMES:
                 current.functions.append(frame.group("func"))
