@@ -35,8 +35,10 @@ _PREFIX: Final = re.compile(
 )
 # The agent's own line when it sees a worker fail, before it stops the others:
 # `failed (exitcode: -9) local_rank: 0 (pid: 598577) of binary: /usr/bin/python`.
+# DeepSpeed's launcher says it as `... '--local_rank=1', ...] exits with return code = -11`.
 _AGENT_FAILED: Final = re.compile(
     r"\bfailed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: \d+\)"
+    r"|--local_rank=(?P<ds_local>\d+)\b.*\bexits with return code = (?P<ds_code>-?\d+)"
 )
 _MAX_ENTRIES: Final = 4096
 
@@ -134,7 +136,7 @@ class SummaryTracker:
 
 def _agent_failure(number: int, found: re.Match[str]) -> Failure:
     """The worker the agent saw fail first; a negative exit code is the signal that ended it."""
-    code = int(found.group("code"))
+    code = int(found.group("code") or found.group("ds_code"))
     signal: str | None = None
     if code < 0:
         try:
@@ -142,5 +144,9 @@ def _agent_failure(number: int, found: re.Match[str]) -> Failure:
         except ValueError:
             signal = None
     return Failure(
-        number, first=True, local_rank=int(found.group("local")), exit_code=code, signal=signal
+        number,
+        first=True,
+        local_rank=int(found.group("local") or found.group("ds_local")),
+        exit_code=code,
+        signal=signal,
     )

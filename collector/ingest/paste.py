@@ -177,17 +177,41 @@ def _structured_block(
     return end, orjson.dumps(document or value), document is not None
 
 
-def _pretty_log_line(lines: list[tuple[int, str]], start: int) -> tuple[int, str] | None:
-    """A JSON log record written over several lines: its end and the record on one line."""
-    if lines[start][1].strip() != "{":
+def _pretty_json(lines: list[tuple[int, str]], start: int) -> tuple[int, str] | None:
+    """A JSON object written over several lines (a log record through `jq .`, an audit event,
+    an API answer no reader knows): its end and the object on one line."""
+    if lines[start][1].strip() not in ("{", "["):
         return None
     found = _json_block(lines, start)
-    if found is None:
+    if found is None or not isinstance(found[1], dict | list):
         return None
-    end, value = found
-    if not isinstance(value, dict) or not value.keys() & {"message", "msg"}:
-        return None
-    return end, orjson.dumps(value).decode()
+    return found[0], orjson.dumps(found[1]).decode()
+
+
+# The fields a structured (JSON) log line keeps its message in, across logging libraries.
+_MESSAGE_KEYS: Final = ("msg", "message", "log", "MESSAGE")
+
+
+def _words_of(text: str) -> str:
+    """A JSON log line as words: its message first, then its other plain fields, unescaped, so a
+    quoted name reads as it was written; any other line as it is."""
+    if not text.lstrip().startswith("{"):
+        return text
+    try:
+        fields = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    if not isinstance(fields, dict):
+        return text
+    message = next((fields[k] for k in _MESSAGE_KEYS if isinstance(fields.get(k), str)), None)
+    if message is None:
+        return text
+    rest = " ".join(
+        f"{key}={value}"
+        for key, value in fields.items()
+        if key not in _MESSAGE_KEYS and isinstance(value, str | int | float)
+    )
+    return f"{message} {rest}".strip()
 
 
 def _inline_document(ctx: Context, number: int, text: str) -> list[Item]:
@@ -443,6 +467,8 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
         elif kubectl_text.looks_like_pods_table([text]):
             end = _block_end(lines, index, describe=False)
             yield from kubectl_text.parse_pods_table(ctx, lines[index:end])
+            # A STATUS the reader does not model ("Couldn't find key x in Secret y") is words.
+            app.extend(lines[index + 1 : end])
         elif kubectl_text.looks_like_event_row(text) or text.startswith("Events:"):
             rows = [lines[index]]
             while end < len(lines):
@@ -493,16 +519,16 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
                 app.append((number, " ".join(t.strip() for _, t in lines[index:end])))
         elif '{"' in text and (found := _inline_document(ctx, number, text)):
             yield from found
-        elif (logged := _pretty_log_line(lines, index)) is not None:
-            # A structured log line pretty-printed over many lines (`jq .` of Karpenter's
-            # JSON logs): read as the one line it was.
-            end, one_line = logged
+        elif (pretty := _pretty_json(lines, index)) is not None:
+            # JSON pretty-printed over many lines: read as the one line it was (a controller's
+            # log record, else words).
+            end, one_line = pretty
             found = list(kubectl_text.parse_controller_log(ctx, [(number, one_line)]))
             yield from found
             if not found:
-                app.append((number, one_line))
+                app.append((number, _words_of(one_line)))
         else:
-            app.append((number, text))
+            app.append((number, _words_of(text)))
         index = end
     if app:
         yield from podlogs.parse_plain_text(replace(ctx, path_hints={}), _unwrap(app))
