@@ -60,7 +60,8 @@ _TABLE_ROW: Final = re.compile(r"^[a-z0-9<][\w./:<>()-]*\s{2,}\S")
 def _wrap_widths(lines: list[tuple[int, str]]) -> frozenset[int]:
     """The common terminal widths, and any width several long lines of this paste share
     exactly (a terminal or a bug tracker wrapped them there)."""
-    lengths = Counter(len(t) for _, t in lines if len(t) >= 60)
+    # Table rows are padded to one width by design: they say nothing about wrapping.
+    lengths = Counter(len(t) for _, t in lines if len(t) >= 60 and not _TABLE_ROW.match(t))
     return _WRAP_WIDTHS | {width for width, count in lengths.items() if count >= 2}
 
 
@@ -70,7 +71,14 @@ def _unwrap(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     widths = _wrap_widths(lines)
     out: list[tuple[int, str]] = []
     for number, text in lines:
-        if out and len(out[-1][1]) in widths and text and not _LINE_START.match(text):
+        if (
+            out
+            and len(out[-1][1]) in widths
+            and text
+            and not _LINE_START.match(text)
+            and not _TABLE_ROW.match(text)
+            and not _PROMPT.match(text)
+        ):
             out[-1] = (out[-1][0], out[-1][1] + text)
         else:
             out.append((number, text))
