@@ -395,11 +395,14 @@ def bench_realworld(
         )
         for expected, predicted, ids in confusion:
             typer.echo(f"  {expected} -> {predicted}: {len(ids)}  {' '.join(ids[:6])}")
-    for result in shown.wrong()[:show_wrong]:
+    wrong = shown.wrong()
+    for result in wrong[:show_wrong]:
         typer.echo(
             f"  wrong: {result.case.id} [{result.case.kind}]: labelled {result.case.category}, "
             f"answered {result.predicted} ({result.grade}): {result.summary[:160]}"
         )
+    if len(wrong) > show_wrong:
+        typer.echo(f"  ({len(wrong) - show_wrong} more wrong cases: --show-wrong)")
     hidden = len(report.part(holdout=True).wrong())
     if hidden and not show_holdout:
         typer.echo(f"  ({hidden} wrong holdout cases not listed: --show-holdout)")

@@ -60,6 +60,7 @@ def list_rules(
 @app.command("lint")
 def lint(ctx: typer.Context, paths: _Paths = None) -> None:
     """Load the rules strictly; report errors (file:line) and what is unused or untested."""
+    from whyjob.explain.prefilter import required_literals
     from whyjob.explain.testing import fixture_files, load_cases
 
     rules = _load(ctx, paths)
@@ -74,6 +75,15 @@ def lint(ctx: typer.Context, paths: _Paths = None) -> None:
         for signal in rules.signals.values()
         if signal.id not in used
     ]
+    warnings.extend(
+        f"{signal.origin}: signal {signal.id!r}: a branch of its message regex needs no word of "
+        "three or more characters, so the regex runs on every record (docs/rules.md)"
+        for signal in rules.signals.values()
+        for condition in signal.where
+        if condition.path == ("message",)
+        and condition.op == "regex"
+        and required_literals(condition.value) is None
+    )
     tested: dict[str, set[bool]] = {}
     for path in fixture_files(paths or []):
         for case in load_cases(path):

@@ -226,6 +226,10 @@ class CauseFinder:
             "namespace": attempt.namespace,
             "experiment": self.scene.name,
             "exit_code": attempt.exit_code,
+            # A paste often shows a deletion or a signal but not the container's exit status.
+            "exit": "no exit code recorded"
+            if attempt.exit_code is None
+            else f"exit code {attempt.exit_code}",
             "reason": attempt.reason,
         }
         requirements = {r.alias: r for r in rule.when}

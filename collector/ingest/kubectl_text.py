@@ -899,7 +899,10 @@ def parse_controller_log(ctx: Context, lines: Lines) -> Iterator[Item]:
     now = _now(ctx)
     for number, text in lines:
         message, fields = _structured(text)
-        said = f"{message} {_kinds_of(fields)}" if fields else message
+        kinds = _kinds_of(fields)
+        said = f"{message} {kinds}" if fields else message
+        # A JSON line reads as its message and the kind it names; the whole line stays in `raw`.
+        shown = (f"{message} ({kinds})" if kinds else message) if fields and message else text
         for pattern, kind, attrs in _CONTROLLER_LINES:
             if not pattern.search(said):
                 continue
@@ -930,7 +933,7 @@ def parse_controller_log(ctx: Context, lines: Lines) -> Iterator[Item]:
                 version=str(number),
                 ts=_line_time(text, fields) or now,
                 kind=kind,
-                message=text.strip()[:2000],
+                message=shown.strip()[:2000],
                 severity=Severity.WARNING,
                 attrs={**attrs, "raw_line": number},
                 raw=orjson.dumps({"line": text}),

@@ -128,6 +128,13 @@ def test_rules_list_lint_and_test(run: Run, tmp_path: Path) -> None:
     lint = run("rules", "lint", str(broken))
     assert lint.exit_code == 2
     assert f"{broken}:6: bad regex 'NCCL (WARN': missing ), unterminated subpattern" in lint.output
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(
+        "format: whyjob.rules/v1\nsignals:\n  - id: s\n    kind: log.error\n    where:\n"
+        "      message: {regex: 'NCCL WARN|\\d+/\\d+\\s+\\d+m'}\n"
+    )
+    warned = run("rules", "lint", str(slow)).output
+    assert "signal 's': a branch of its message regex needs no word" in warned, warned
 
 
 def test_diagnose_reads_files_and_stdin_and_prints_json(run: Run, tmp_path: Path) -> None:
