@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from whyjob.collector.ingest import aws, azure, dcgm, gce, kernel, kubectl_text, podlogs
+from whyjob.collector.ingest import aws, azure, dcgm, gce, k8s_audit, kernel, kubectl_text, podlogs
 from whyjob.collector.ingest.base import Context, Item, Rejected
 from whyjob.collector.ingest.k8s_events import parse_event
 from whyjob.collector.ingest.k8s_objects import parse_node, parse_pod
@@ -92,6 +92,9 @@ def parse_k8s(ctx: Context, doc: Any, line: int | None) -> Iterator[Item]:
 
 
 def parse_k8s_object(ctx: Context, item: Any, kind: str, line: int | None) -> Iterator[Item]:
+    if kind == "Event" and k8s_audit.is_audit_event(item):
+        yield from k8s_audit.parse_audit_event(ctx, item, line)
+        return
     parser = _K8S_PARSERS.get(kind)
     if parser is None:
         ctx.skipped[kind or "?"] = ctx.skipped.get(kind or "?", 0) + 1
@@ -100,7 +103,12 @@ def parse_k8s_object(ctx: Context, item: Any, kind: str, line: int | None) -> It
 
 
 JSON_FORMATS: tuple[JsonFormat, ...] = (
-    JsonFormat("k8s", "kubectl get events|pods|nodes -o json|yaml", _is_k8s, parse_k8s),
+    JsonFormat(
+        "k8s",
+        "kubectl get events|pods|nodes -o json|yaml, API server audit events",
+        _is_k8s,
+        parse_k8s,
+    ),
     JsonFormat(
         "aws.asg-activities",
         "aws autoscaling describe-scaling-activities",
