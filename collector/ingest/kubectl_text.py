@@ -11,6 +11,8 @@ rules read them.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -777,21 +779,39 @@ _CONTROLLER_LINES: Final[tuple[tuple[re.Pattern[str], str, dict[str, Any]], ...]
         {"provider": "aws", "action": "terminate", **_NTH},
     ),
     (
-        re.compile(r"REBALANCE_RECOMMENDATION|Rebalance Recommendation", re.I),
+        re.compile(
+            r"REBALANCE_RECOMMENDATION|Rebalance Recommendation|rebalance-recommendation-", re.I
+        ),
         "spot.rebalance",
         {"provider": "aws", **_NTH},
     ),
     (
-        re.compile(r"SCHEDULED_EVENT|Scheduled Event|Scheduled Maintenance", re.I),
+        # Descriptions as the handler writes them: "system-reboot will occur between ... because
+        # ...", "AWS Health scheduled change event received. Instance ... will be interrupted".
+        re.compile(
+            r"SCHEDULED_EVENT|Scheduled Event|Scheduled Maintenance|AWS Health scheduled change"
+            r"|aws-health-scheduled-change-event-|event-id=instance-event-[0-9a-f]"
+            r"|\b(?:system|instance)-(?:reboot|stop|retirement|maintenance) will occur between",
+            re.I,
+        ),
         "maintenance.scheduled",
         {"provider": "aws", "state": "active", **_NTH},
     ),
     (
-        re.compile(r"ASG_LIFECYCLE|EC2_INSTANCE_TERMINATING|ASG Lifecycle Termination", re.I),
+        # "AST target lifecycle state received" (sic) is the instance-metadata monitor's. Before
+        # v1.18 every queue event had kind SQS_TERMINATE and only the event id's prefix told
+        # them apart; launch events share the `asg-lifecycle-term-` prefix.
+        re.compile(
+            r"^(?!.*(?:ASG_LAUNCH_LIFECYCLE|Lifecycle Launch))"
+            r".*(?:ASG_LIFECYCLE|EC2_INSTANCE_TERMINATING|ASG Lifecycle Termination"
+            r"|AST target lifecycle state|target-lifecycle-state-terminated|asg-lifecycle-term-)",
+            re.I,
+        ),
         "asg.activity",
         {"action": "terminate", "trigger": "scale_in", **_NTH},
     ),
-    # A drain (the termination handler's, Karpenter's) goes through the eviction API.
+    # A drain (the termination handler's, Karpenter's, kubectl drain's) goes through the
+    # eviction API; the drain library prints `evicting pod NAMESPACE/NAME`.
     (
         re.compile(r"\bEvicting pod\b", re.I),
         "pod.disruption",
@@ -838,14 +858,18 @@ _CONTROLLER_LINES: Final[tuple[tuple[re.Pattern[str], str, dict[str, Any]], ...]
     ),
 )
 _CONTROLLER_HINT: Final = re.compile(
-    r"aws-node-termination-handler|node-termination-handler|scale_down\.go|cluster-autoscaler|karpenter|SPOT_ITN|SCHEDULED_EVENT|ASG Lifecycle|SQS_TERMINATE|Scale-down:|nodeclaim|\"controller\":\"(?:disruption|node\.termination|interruption)",
+    r"Node successfully cordoned|Requesting instance drain|Adding new event to the event store"
+    r"|\bevicting pod [a-z0-9][-a-z0-9]*/|aws-node-termination-handler|node-termination-handler|scale_down\.go|cluster-autoscaler|karpenter|SPOT_ITN|SCHEDULED_EVENT|ASG Lifecycle|SQS_TERMINATE|Scale-down:|nodeclaim|\"controller\":\"(?:disruption|node\.termination|interruption)",
     re.IGNORECASE,
 )
 _NODE_NAME: Final = re.compile(
     r"(?:(?i:node[-_ ]?name)[=\":\s]+|node[= ]|on node |removing (?:empty )?node |nodes? \(\d+ pods?\) )\"?(?P<node>[a-z0-9][-a-z0-9.]*[a-z0-9])"
 )
 _INSTANCE: Final = re.compile(r"\b(?P<instance>i-[0-9a-f]{8,17})\b")
-_POD_NAME: Final = re.compile(r"pod[_-]?name[=\":\s]+\"?(?P<pod>[a-z0-9][-a-z0-9.]*[a-z0-9])")
+_POD_NAME: Final = re.compile(
+    r"pod[_-]?name[=\":\s]+\"?(?P<pod>[a-z0-9][-a-z0-9.]*[a-z0-9])"
+    r"|\b[Ee]victing pod \"?(?P<ns_pod>[a-z0-9][-a-z0-9]*)/(?P<named>[a-z0-9][-a-z0-9.]*[a-z0-9])"
+)
 _POD_NAMESPACE: Final = re.compile(r"namespace[=\":\s]+\"?(?P<ns>[a-z0-9][-a-z0-9]*)")
 _STAMP: Final = re.compile(r"\d{4}[-/]\d\d[-/]\d\dT?[ ]?\d\d:\d\d:\d\d(?:\.\d+)?Z?")
 
@@ -867,6 +891,35 @@ def _structured(text: str) -> tuple[str, dict[str, Any]]:
             message = fields.get("message") or fields.get("msg") or ""
             return str(message), fields
     return text, {}
+
+
+# zerolog's console lines (the termination handler's text logs): time, level, message, then
+# key=value fields, a value quoted when it has spaces and an object as compact JSON.
+_CONSOLE: Final = re.compile(
+    r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:DBG|INF|WRN|ERR|FTL|PNC) (?P<message>.*?)(?= [\w-]+=|$)"
+)
+_CONSOLE_FIELD: Final = re.compile(r' (?P<key>[\w-]+)=(?P<value>"(?:[^"\\]|\\.)*"|\S+)')
+_DECODER: Final = json.JSONDecoder()
+
+
+def _console_summary(text: str) -> str | None:
+    """A console line as its message and the kind or description its fields name (`kind=`,
+    `reason="..."`, the `event={...}` the handler stores), or None when it is not one."""
+    line = _CONSOLE.match(text)
+    if line is None:
+        return None
+    fields: dict[str, Any] = {}
+    for field in _CONSOLE_FIELD.finditer(text, line.end()):
+        key, value = field.group("key"), field.group("value")
+        try:
+            fields[key] = _DECODER.raw_decode(value)[0] if value[0] in '"{[' else value
+        except ValueError:
+            fields[key] = value
+    if (start := text.find(" event={", line.end())) >= 0:
+        with contextlib.suppress(ValueError):
+            fields["event"] = _DECODER.raw_decode(text, start + len(" event="))[0]
+    said = " ".join(str(v).strip() for v in (_kinds_of(fields),) if v)
+    return f"{line.group('message')} ({said})" if said else line.group("message")
 
 
 def _line_time(text: str, fields: dict[str, Any]) -> int | None:
@@ -902,7 +955,10 @@ def parse_controller_log(ctx: Context, lines: Lines) -> Iterator[Item]:
         kinds = _kinds_of(fields)
         said = f"{message} {kinds}" if fields else message
         # A JSON line reads as its message and the kind it names; the whole line stays in `raw`.
-        shown = (f"{message} ({kinds})" if kinds else message) if fields and message else text
+        if fields and message:
+            shown = f"{message} ({kinds})" if kinds else message
+        else:
+            shown = _console_summary(text) or text
         for pattern, kind, attrs in _CONTROLLER_LINES:
             if not pattern.search(said):
                 continue
@@ -921,11 +977,14 @@ def parse_controller_log(ctx: Context, lines: Lines) -> Iterator[Item]:
                 pod = _POD_NAME.search(text)
                 if pod is None:
                     break
+                name = pod.group("pod") or pod.group("named")
                 namespace = _POD_NAMESPACE.search(text)
-                ns = namespace.group("ns") if namespace else namespace_hint(ctx)
-                where.update(
-                    pod=pod.group("pod"), namespace=ns, pod_uid=standin_uid(ns, pod.group("pod"))
+                ns = (
+                    pod.group("ns_pod")
+                    or (namespace.group("ns") if namespace else None)
+                    or namespace_hint(ctx)
                 )
+                where.update(pod=name, namespace=ns, pod_uid=standin_uid(ns, name))
                 where["node"] = where["node"] if where["node"] != ctx.node_hint else None
             yield ctx.evidence(
                 source="controller.log",
