@@ -19,9 +19,14 @@ __all__ = ["Traceback", "TracebackTracker"]
 _PREFIX: Final = re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:\s?")
 _START: Final = "Traceback (most recent call last):"
 _FRAME: Final = re.compile(r'^\s+File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
+# The line that ends a traceback names the exception's class: any class its module qualifies
+# (`botocore.errorfactory.NoSuchKey`, `google.api_core.exceptions.NotFound`), an unqualified one
+# named like an exception (a bare `Node: '...'` line of TensorFlow's is not one), and the few
+# built-ins named otherwise.
 _EXCEPTION: Final = re.compile(
-    r"^(?P<name>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure)"
-    r"|KeyError|StopIteration|GeneratorExit)"
+    r"^(?P<name>(?:[A-Za-z_]\w*\.)+[A-Z]\w*"
+    r"|(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure)"
+    r"|StopIteration|StopAsyncIteration|GeneratorExit|socket\.(?:timeout|gaierror|herror))"
     # Ray wraps the worker's exception: `ray.exceptions.RayTaskError(AttributeError): ...`
     r"(?:\((?P<inner>[\w.]+)\))?(?::\s?(?P<detail>.*))?$"
 )

@@ -84,3 +84,18 @@ def test_cut_off_tracebacks_are_kept_as_truncated() -> None:
         (True, None, "truncated traceback in <module>"),
         (True, None, "truncated traceback in step"),
     ]
+
+
+def test_any_class_a_module_qualifies_ends_a_traceback_but_not_a_bare_word() -> None:
+    frames = ["Traceback (most recent call last):", '  File "/w/train.py", line 9, in <module>']
+    ended = {
+        "botocore.errorfactory.NoSuchKey: An error occurred (NoSuchKey)": "botocore.errorfactory.NoSuchKey",
+        "fsspec.exceptions.FSTimeoutError": "fsspec.exceptions.FSTimeoutError",
+        "socket.timeout: timed out": "socket.timeout",
+        "StopIteration": "StopIteration",
+        "Node: 'HorovodAllreduce_grads_0'": None,  # TensorFlow's op line, not an exception
+    }
+    for last, name in ended.items():
+        (tb,) = _feed([*frames, last])
+        assert tb.exception == name, last
+        assert tb.truncated is (name is None)
