@@ -508,7 +508,9 @@ def parse_describe_node(ctx: Context, lines: Lines, node: str | None) -> Iterato
             )  # fmt: skip
         elif row := _NODE_CONDITION_ROW.match(text):
             kind, status = row["type"], row["status"]
-            healthy = (status == "True") == (kind == "Ready")
+            healthy = status == ("True" if kind == "Ready" else "False")  # Unknown is not
+            if healthy and kind != "Ready":
+                continue  # a problem that is not there ("Filesystem is not read-only")
             yield ctx.evidence(
                 source="kubectl.describe", native_id=node, version=f"condition/{kind}/{status}",
                 ts=_ts(row["transition"]) or now, kind="node.condition",
