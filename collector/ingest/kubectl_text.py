@@ -815,7 +815,7 @@ _CONTROLLER_LINES: Final[tuple[tuple[re.Pattern[str], str, dict[str, Any]], ...]
     # A drain (the termination handler's, Karpenter's, kubectl drain's) goes through the
     # eviction API; the drain library prints `evicting pod NAMESPACE/NAME`.
     (
-        re.compile(r"\bEvicting pod\b", re.I),
+        re.compile(r"\bEvicting pod\b(?!.*, because of)", re.I),  # Volcano deletes, "because of"
         "pod.disruption",
         {"reason": "EvictionByEvictionAPI", "condition": "DisruptionTarget"},
     ),
