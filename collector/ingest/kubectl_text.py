@@ -920,7 +920,7 @@ def _console_summary(text: str) -> str | None:
     if (start := text.find(" event={", line.end())) >= 0:
         with contextlib.suppress(ValueError):
             fields["event"] = _DECODER.raw_decode(text, start + len(" event="))[0]
-    said = " ".join(str(v).strip() for v in (_kinds_of(fields),) if v)
+    said = _kinds_of(fields)
     return f"{line.group('message')} ({said})" if said else line.group("message")
 
 
@@ -945,7 +945,7 @@ def _kinds_of(fields: dict[str, Any]) -> str:
                 for key in ("messageKind", "Kind", "kind", "reason", "Description")
                 if isinstance(holder.get(key), str)
             )
-    return " ".join(found)
+    return " ".join(" ".join(value.split()) for value in found)  # descriptions end in "\n"
 
 
 def parse_controller_log(ctx: Context, lines: Lines) -> Iterator[Item]:
