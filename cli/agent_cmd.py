@@ -49,6 +49,7 @@ def agent(
                 cluster=settings.cluster,
                 launchers=settings.launchers,
                 log_markers=settings.log_markers,
+                limits=settings.limits,
             ),
             metrics_listen=config.metrics_listen,
         )

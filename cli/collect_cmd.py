@@ -52,6 +52,7 @@ def collect(
                 cluster=settings.cluster,
                 launchers=settings.launchers,
                 log_markers=settings.log_markers,
+                limits=settings.limits,
             ),
         )
     except WhyjobError as exc:

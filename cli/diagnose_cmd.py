@@ -41,7 +41,12 @@ def diagnose(
 
     settings = state_of(ctx).settings
     now = int(time.time() * 1000)
-    options = IngestOptions(launchers=settings.launchers, log_markers=settings.log_markers, at=now)
+    options = IngestOptions(
+        launchers=settings.launchers,
+        log_markers=settings.log_markers,
+        limits=settings.limits,
+        at=now,
+    )
     sources: list[tuple[str, bytes]] = []
     for source in files or ["-"]:
         if source == "-":

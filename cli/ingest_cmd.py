@@ -103,8 +103,9 @@ def ingest(
     ] = False,
 ) -> None:
     """Import export files into the index. Exit code 0: everything stored; 1: some records
-    were rejected (each is printed with its file, line and reason, and kept in quarantine);
-    2: bad usage.
+    were rejected (each is printed with its file, line and reason, and kept in quarantine;
+    the rest were stored); 2: bad usage; 3: a file could not be read at all (unreadable,
+    not a format whyjob recognises, or over an `ingest:` limit), or nothing was recognised.
 
     Formats are detected per file from content. Re-importing the same files stores nothing new.
     """
@@ -144,6 +145,7 @@ def ingest(
         fmt=fmt,
         launchers=settings.launchers,
         log_markers=settings.log_markers,
+        limits=settings.limits,
     )
     rejections: list[str] = []
 
@@ -165,8 +167,8 @@ def ingest(
             f"whyjob: ... and {len(rejections) - _SHOWN_REJECTIONS} more rejected records\n"
         )
     _report(summary, quiet, str(settings.index))
-    if summary.total("rejected"):
-        raise typer.Exit(1)
+    if summary.exit_code:
+        raise typer.Exit(summary.exit_code)
 
 
 @contextmanager
@@ -211,6 +213,10 @@ def _report(summary: IngestSummary, quiet: bool, index: str) -> None:
                 out.write(
                     f"{name:<{width}}  {f.fmt:<24} {f.read:>8,} {f.stored:>8,} {f.duplicate:>8,} {f.rejected:>8,}\n"
                 )
+                if f.cut:
+                    out.write(
+                        f"{'':<{width}}  {f.cut:,} lines longer than ingest.max_line were cut\n"
+                    )
                 if f.ignored:
                     kinds = ", ".join(f"{k} x{n}" for k, n in sorted(f.ignored.items()))
                     out.write(f"{'':<{width}}  ignored objects: {kinds}\n")

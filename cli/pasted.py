@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from whyjob.collector.admit import Unfit, admit
 from whyjob.collector.ingest.base import IngestOptions, Rejected
 from whyjob.collector.ingest.paste import read_paste
 from whyjob.core.entities import PodRecord
@@ -33,12 +34,16 @@ def read_pasted(sources: Iterable[tuple[str, bytes]], options: IngestOptions) ->
     pasted = Pasted()
     for origin, data in sources:
         for item in read_paste(origin, data, options):
-            if isinstance(item, Evidence):
-                pasted.records.append(item)
-            elif isinstance(item, PodRecord):
-                pasted.pods.append(item)
-            elif isinstance(item, Rejected):
+            if isinstance(item, Rejected):
                 pasted.skipped.append((origin, item.line, item.reason))
+                continue
+            try:  # the same check the index makes: a paste reads as its import would
+                if isinstance(item, Evidence):
+                    pasted.records.append(admit(item))
+                elif isinstance(item, PodRecord):
+                    pasted.pods.append(admit(item))
+            except Unfit as exc:
+                pasted.skipped.append((origin, None, f"unusable record: {exc}"))
     return pasted
 
 

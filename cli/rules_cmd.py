@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from whyjob.cli.state import fail, state_of
+
+if TYPE_CHECKING:
+    from whyjob.explain.ruleset import RuleSet
 
 __all__ = ["app"]
 
@@ -84,6 +87,7 @@ def lint(ctx: typer.Context, paths: _Paths = None) -> None:
         and condition.op == "regex"
         and required_literals(condition.value) is None
     )
+    warnings.extend(_backtracking(rules))
     tested: dict[str, set[bool]] = {}
     for path in fixture_files(paths or []):
         for case in load_cases(path):
@@ -101,6 +105,29 @@ def lint(ctx: typer.Context, paths: _Paths = None) -> None:
     typer.echo(
         f"{len(rules.files)} rule files load cleanly: {len(rules.explanations)} explanations, {len(rules.signals)} signals, {len(warnings)} warnings"
     )
+
+
+# A pattern that takes this long on a 20,000-character line backtracks: at 64 KiB (the import's
+# line limit) it would take ten times longer, and a fast pattern takes well under a millisecond.
+_SLOW_PROBE_S = 0.02
+
+
+def _backtracking(rules: RuleSet) -> list[str]:
+    from whyjob.explain.regexcost import PROBE_CHARS, slowest_probe
+
+    out = []
+    for signal in rules.signals.values():
+        patterns = [c.value for c in signal.where if c.op in ("regex", "not_regex")]
+        patterns += [signal.capture] if signal.capture is not None else []
+        for pattern in patterns:
+            shape, took = slowest_probe(pattern)
+            if took > _SLOW_PROBE_S:
+                out.append(
+                    f"{signal.origin}: signal {signal.id!r}: {pattern.pattern[:60]!r} takes "
+                    f"{took * 1000:.0f} ms on a {PROBE_CHARS:,}-character line of {shape!r}: it "
+                    "backtracks; anchor where a token starts, e.g. (?<!\\S) (docs/rules.md)"
+                )
+    return out
 
 
 @app.command("test")

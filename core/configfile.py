@@ -4,7 +4,7 @@
 Each section is declared as `{key: (type, default)}`; reading it fills the defaults and turns an
 unknown key, a wrong type or a bad duration into an error naming the file and the line, with a
 suggestion when a close key exists. Types: `str`, `path` (~ expanded), `bool`, `int` (> 0),
-`duration` (`30s`, `5m`, `1h` or seconds), `duration|off` (also `off` or 0: 0.0), `str|off` (a string, or `off`), `list` (of strings), `listen` (`HOST:PORT` or `off`),
+`duration` (`30s`, `5m`, `1h` or seconds), `size` (`64KiB`, `1GiB` or bytes), `duration|off` (also `off` or 0: 0.0), `str|off` (a string, or `off`), `list` (of strings), `listen` (`HOST:PORT` or `off`),
 `choice:a,b,c`, `map` (names to lists of names).
 """
 
@@ -20,17 +20,33 @@ import yaml
 from whyjob.core.errors import ConfigError
 from whyjob.core.yamllines import Located, load_located
 
-__all__ = ["TOP_KEYS", "ConfigFile", "Spec", "parse_duration_s"]
+__all__ = ["TOP_KEYS", "ConfigFile", "Spec", "parse_duration_s", "parse_size"]
 
-# Every top-level key of the config file; core/settings.py reads the first five.
+# Every top-level key of the config file; core/settings.py reads the first six.
 TOP_KEYS: Final = frozenset(
     {
         "index", "cluster", "experiments", "rules", "logs",
-        "metrics", "receiver", "collectors", "agent", "api", "alerts", "slack",
+        "ingest", "metrics", "receiver", "collectors", "agent", "api", "alerts", "slack",
     }
 )  # fmt: skip
 Spec = Mapping[str, tuple[str, Any]]
 _UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_SIZES: Final = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def parse_size(value: object) -> int:
+    """`64KiB`, `256MiB`, `1GiB`, or a number of bytes."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str) and value[-3:] in _SIZES:
+        try:
+            number = float(value[:-3])
+        except ValueError:
+            pass
+        else:
+            if number > 0:
+                return int(number * _SIZES[value[-3:]])
+    raise ValueError(f"{value!r} is not a size (64KiB, 256MiB, 1GiB or bytes)")
 
 
 def parse_duration_s(value: object) -> float:
@@ -100,6 +116,11 @@ class ConfigFile:
             except ValueError as exc:
                 also = " or off" if kind == "duration|off" else ""
                 raise self.error(node, f"{key}: {exc}{also}") from None
+        if kind == "size":
+            try:
+                return parse_size(value)
+            except ValueError as exc:
+                raise self.error(node, f"{key}: {exc}") from None
         if kind == "bool":
             if not isinstance(value, bool):
                 raise self.error(node, f"{key} takes true or false")

@@ -10,13 +10,19 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from whyjob.core.configfile import TOP_KEYS
 from whyjob.core.errors import ConfigError
 from whyjob.core.experiments import DEFAULT_LAUNCHERS, Launcher
 
-__all__ = ["Settings", "default_config_path", "default_index_path", "load_settings"]
+__all__ = [
+    "IngestLimits",
+    "Settings",
+    "default_config_path",
+    "default_index_path",
+    "load_settings",
+]
 
 
 def _xdg(variable: str, fallback: str) -> Path:
@@ -35,6 +41,28 @@ def default_config_path() -> Path:
 
 
 @dataclass(frozen=True, slots=True)
+class IngestLimits:
+    """What one imported file may cost, so a hostile or broken file cannot take the machine.
+
+    line_bytes: a longer text line is cut there, kept with a marker, and counted.
+    inflated_bytes: a gzip file that inflates past this is rejected whole (a zip bomb).
+    document_bytes: a JSON or YAML document parsed whole that is larger is rejected (a
+      pretty-printed Kubernetes List is read item by item, so the bound is per item there).
+    """
+
+    line_bytes: int = 64 << 10
+    inflated_bytes: int = 1 << 30
+    document_bytes: int = 256 << 20
+
+
+INGEST_KEYS: Final = {
+    "max_line": ("size", 64 << 10),
+    "max_inflated": ("size", 1 << 30),
+    "max_document": ("size", 256 << 20),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a whyjob process is configured with.
 
@@ -44,6 +72,7 @@ class Settings:
     rule_paths: extra rule folders or files, loaded after the shipped rules.
     config_path: the config file these settings were read from, if any.
     log_markers: extra regexes for log lines by kind: checkpoint, progress, error.
+    limits: what one imported file may cost (the `ingest:` section).
     """
 
     index: Path = field(default_factory=default_index_path)
@@ -52,6 +81,7 @@ class Settings:
     rule_paths: tuple[Path, ...] = ()
     config_path: Path | None = None
     log_markers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    limits: IngestLimits = field(default_factory=IngestLimits)
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with the given fields replaced; None values are ignored."""
@@ -127,6 +157,14 @@ def _log_markers(path: Path, section: object) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def _limits(path: Path) -> IngestLimits:
+    from whyjob.core.configfile import ConfigFile
+
+    f = ConfigFile(path)
+    values = f.section(f.top.get("ingest"), INGEST_KEYS, "ingest")
+    return IngestLimits(values["max_line"], values["max_inflated"], values["max_document"])
+
+
 def _read_config(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -181,6 +219,8 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
             )
         if "logs" in data:
             changes["log_markers"] = _log_markers(path, data["logs"])
+        if "ingest" in data:
+            changes["limits"] = _limits(path)
         settings = replace(settings, **changes)
     if env.get("WHYJOB_INDEX"):
         settings = replace(settings, index=Path(env["WHYJOB_INDEX"]).expanduser())

@@ -7,13 +7,16 @@ is rejected with its line and reason and the parser carries on with the next one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence, evidence_id
 from whyjob.core.experiments import DEFAULT_LAUNCHERS, Launcher
+from whyjob.core.settings import IngestLimits
 
 __all__ = [
     "Context",
@@ -22,6 +25,9 @@ __all__ = [
     "Parser",
     "PodRef",
     "Rejected",
+    "guarded",
+    "record_bytes",
+    "resilient_lines",
 ]
 
 
@@ -66,6 +72,7 @@ class IngestOptions:
     launchers: tuple[Launcher, ...] = DEFAULT_LAUNCHERS
     # Extra log patterns by kind (checkpoint, progress, error): config `logs`.
     log_markers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    limits: IngestLimits = field(default_factory=IngestLimits)  # config `ingest`
 
 
 @dataclass(slots=True)
@@ -93,6 +100,7 @@ class Context:
     # document at a time), keyed by the parser's name.
     memory: dict[str, Any] = field(default_factory=dict)
     line_offset: int = 0  # where a block cut out of a larger paste starts in it
+    cut_lines: int = 0  # lines longer than the limit, cut and kept with a marker
 
     @property
     def node_hint(self) -> str | None:
@@ -129,3 +137,61 @@ class Context:
 
 
 Parser = Callable[[Context, Any], Iterator[Item]]
+
+
+def record_bytes(value: Any) -> bytes:
+    """A parsed record's bytes for the quarantine, whatever it holds (cut at 64 KiB)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)[:65536]
+    except (TypeError, ValueError):  # a number past 64 bits, a lone surrogate
+        return repr(value).encode("utf-8", "backslashreplace")[:65536]
+
+
+def _unreadable(exc: Exception) -> str:
+    return f"could not read this record ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def guarded(items: Iterable[Item], line: int | None, record: Any) -> list[Item]:
+    """One record's items, or the record (its parsed value) rejected whole when reading it
+    raised.
+
+    A reader meets shapes nobody planned for (a list where an object belongs, a number past
+    64 bits): whatever it raises must cost that one record, never the rest of the import. The
+    items are gathered first so a record is stored whole or not at all.
+    """
+    try:
+        return list(items)
+    except Exception as exc:
+        return [Rejected(line, _unreadable(exc), record_bytes(record))]
+
+
+def resilient_lines(
+    ctx: Context,
+    parse: Callable[[Context, Iterable[tuple[int, Any]]], Iterator[Item]],
+    lines: Sequence[tuple[int, Any]],
+) -> Iterator[Item]:
+    """A line-oriented reader that survives its own faults: when it raises, the line it was
+    reading (a text line, or a JSON Lines document) is rejected alone and the reader starts
+    again on the lines after it, so the file keeps its format and every other line is read."""
+    start = 0
+    while start < len(lines):
+        last = start
+
+        def feed(begin: int) -> Iterator[tuple[int, str]]:
+            nonlocal last
+            for at in range(begin, len(lines)):
+                last = at
+                yield lines[at]
+
+        try:
+            yield from parse(ctx, feed(start))
+            return
+        except Exception as exc:
+            number, value = lines[last]
+            body = (
+                value.encode("utf-8", "surrogateescape")
+                if isinstance(value, str)
+                else record_bytes(value)
+            )
+            yield Rejected(number, _unreadable(exc), body)
+            start = last + 1

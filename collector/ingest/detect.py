@@ -12,29 +12,49 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from whyjob.collector.ingest import formats, podlogs
-from whyjob.collector.ingest.base import Context, Item, Rejected
+from whyjob.collector.ingest.base import (
+    Context,
+    Item,
+    Rejected,
+    guarded,
+    resilient_lines,
+)
 from whyjob.collector.ingest.jsondocs import Damage, iter_json_docs
 from whyjob.collector.ingest.yamlload import yaml_documents
 
-__all__ = ["decode_lines", "read"]
+__all__ = ["cut_line", "decode_lines", "read"]
 
 _SNIFF_LINES = 20
 
 
-def decode_lines(data: bytes) -> tuple[list[tuple[int, str]], list[Rejected]]:
-    """Lines with their numbers; lines that are not UTF-8 are rejected, the rest kept."""
+def decode_lines(
+    data: bytes, line_limit: int = 1 << 62
+) -> tuple[list[tuple[int, str]], list[Rejected], int]:
+    """Lines with their numbers, the lines rejected, and how many were cut.
+
+    A line that is not UTF-8 or holds a NUL byte is rejected alone; the rest are kept. A line
+    longer than `line_limit` characters is cut there and marked, so one runaway line (a
+    200 MB progress bar) costs neither minutes of pattern matching nor the index's space.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        pass
+        raws = data.split(b"\n")
     else:
-        return [
-            (number, line[:-1] if line.endswith("\r") else line)
-            for number, line in enumerate(text.lstrip("\ufeff").split("\n"), start=1)
-        ], []
+        if len(text) <= line_limit and "\x00" not in text:
+            return (
+                [
+                    (number, line[:-1] if line.endswith("\r") else line)
+                    for number, line in enumerate(text.lstrip("\ufeff").split("\n"), start=1)
+                ],
+                [],
+                0,
+            )
+        raws = text.lstrip("\ufeff").encode("utf-8").split(b"\n")
     lines: list[tuple[int, str]] = []
     bad: list[Rejected] = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    cut = 0
+    for number, raw in enumerate(raws, start=1):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -42,12 +62,28 @@ def decode_lines(data: bytes) -> tuple[list[tuple[int, str]], list[Rejected]]:
                 Rejected(
                     number,
                     f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})",
-                    raw,
+                    raw[:65536],
                 )
             )
             continue
-        lines.append((number, line[:-1] if line.endswith("\r") else line))
-    return lines, bad
+        if "\x00" in line:
+            bad.append(
+                Rejected(number, f"NUL byte at column {line.index(chr(0)) + 1}", raw[:65536])
+            )
+            continue
+        line = line[:-1] if line.endswith("\r") else line
+        if len(line) > line_limit:
+            cut += 1
+            line = cut_line(line, line_limit)
+        lines.append((number, line))
+    return lines, bad, cut
+
+
+def cut_line(line: str, limit: int) -> str:
+    """A line cut at `limit` characters, marked so a reader sees it was cut and by how much."""
+    if len(line) <= limit:
+        return line
+    return f"{line[:limit]} [whyjob: line cut, {len(line) - limit:,} more characters]"
 
 
 # dmesg lines start with "[" too: "[12345.678901] ..." and "[Sun Nov 22 15:03:43 2026] ...".
@@ -55,8 +91,13 @@ _DMESG_START = re.compile(rb"^\[\s*\d+\.\d+\]|^\[[A-Z][a-z]{2} [A-Z][a-z]{2} ")
 
 
 def _looks_like_json(data: bytes) -> bool:
+    """The file starts like JSON, or most of its first lines do (JSON Lines with a torn line
+    first)."""
     head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head[:1] in (b"{", b"[") and not _DMESG_START.match(head)
+    if head[:1] in (b"{", b"[") and not _DMESG_START.match(head):
+        return True
+    lines = [line.lstrip() for line in data[:8192].split(b"\n")[:_SNIFF_LINES] if line.strip()]
+    return len(lines) > 2 and sum(line[:1] == b"{" for line in lines) * 2 > len(lines)
 
 
 def _looks_like_yaml(lines: list[tuple[int, str]]) -> bool:
@@ -72,7 +113,7 @@ def read(ctx: Context, data: bytes) -> tuple[str, Iterator[Item] | None]:
     forced = ctx.options.fmt
     if (forced is None or forced in _JSON_NAMES | {formats.DOCKER_LOG}) and _looks_like_json(data):
         return _route_json(ctx, data, forced)
-    lines, bad = decode_lines(data)
+    lines, bad, ctx.cut_lines = decode_lines(data, ctx.options.limits.line_bytes)
     if forced in _JSON_NAMES:
         return f"not {forced}: the file is not JSON", None
     if (forced is None and _looks_like_yaml(lines)) or forced == "k8s":
@@ -80,13 +121,15 @@ def read(ctx: Context, data: bytes) -> tuple[str, Iterator[Item] | None]:
     sniff = [line for _, line in lines if line.strip()][:_SNIFF_LINES]
     if forced is None and not sniff and not bad:
         return "empty file", None
-    for text_format in formats.TEXT_FORMATS:
-        if forced == text_format.name or (forced is None and text_format.matches(sniff)):
-            return text_format.name, _chain(bad, text_format.parse(ctx, lines))
-    if forced == formats.PLAIN_LOG.name or (
-        forced is None and (ctx.options.pod is not None or "pod" in ctx.path_hints)
-    ):
-        return formats.PLAIN_LOG.name, _chain(bad, formats.PLAIN_LOG.parse(ctx, lines))
+    for text_format in (*formats.TEXT_FORMATS, formats.PLAIN_LOG):
+        if text_format is formats.PLAIN_LOG:
+            claimed = forced == text_format.name or (
+                forced is None and (ctx.options.pod is not None or "pod" in ctx.path_hints)
+            )
+        else:
+            claimed = forced == text_format.name or (forced is None and text_format.matches(sniff))
+        if claimed:
+            return text_format.name, _chain(bad, resilient_lines(ctx, text_format.parse, lines))
     if forced is not None:
         return f"unknown format {forced!r} (see `whyjob ingest --help` for the list)", None
     return (
@@ -97,15 +140,16 @@ def read(ctx: Context, data: bytes) -> tuple[str, Iterator[Item] | None]:
 
 
 def _route_json(ctx: Context, data: bytes, forced: str | None) -> tuple[str, Iterator[Item] | None]:
-    docs = iter_json_docs(data)
+    docs = iter_json_docs(data, ctx.options.limits.document_bytes)
     first: Any = None
+    found = False
     pending: list[Any] = []
     for doc in docs:
         pending.append(doc)
         if not isinstance(doc, Damage):
-            first = doc.value
+            first, found = doc.value, True
             break
-    if first is None:
+    if not found:
         if not pending:
             return "empty file", None
         # Nothing parsed at all: report the damage as the file's only records.
@@ -126,23 +170,19 @@ def _json_items(
         if isinstance(doc, Damage):
             yield Rejected(doc.line, doc.reason, doc.body)
         elif json_format.matches(doc.value):
-            yield from json_format.parse(ctx, doc.value, doc.line)
+            yield from guarded(json_format.parse(ctx, doc.value, doc.line), doc.line, doc.value)
         else:
             yield Rejected(doc.line, f"document is not {json_format.description}")
 
 
 def _docker_items(ctx: Context, stream: Iterable[Any]) -> Iterator[Item]:
-    damaged: list[Rejected] = []
-
-    def docs() -> Iterator[tuple[int, Any]]:
-        for doc in stream:
-            if isinstance(doc, Damage):
-                damaged.append(Rejected(doc.line, doc.reason, doc.body))
-            else:
-                yield doc.line, doc.value
-
-    yield from podlogs.parse_docker_json(ctx, docs())
-    yield from damaged
+    docs: list[tuple[int, Any]] = []
+    for doc in stream:
+        if isinstance(doc, Damage):
+            yield Rejected(doc.line, doc.reason, doc.body)
+        else:
+            docs.append((doc.line, doc.value))
+    yield from resilient_lines(ctx, podlogs.parse_docker_json, docs)
 
 
 def _yaml_items(ctx: Context, data: bytes, bad: list[Rejected]) -> Iterator[Item]:
@@ -153,11 +193,12 @@ def _yaml_items(ctx: Context, data: bytes, bad: list[Rejected]) -> Iterator[Item
             b"" if number in {r.line for r in bad} else raw
             for number, raw in enumerate(data.split(b"\n"), start=1)
         )
-    for line, doc in yaml_documents(data.decode("utf-8", "replace")):
+    limit = ctx.options.limits.document_bytes
+    for line, doc in yaml_documents(data.decode("utf-8", "replace"), limit):
         if isinstance(doc, Rejected):
             yield doc
         elif formats.JSON_FORMATS[0].matches(doc):
-            yield from formats.parse_k8s(ctx, doc, line)
+            yield from guarded(formats.parse_k8s(ctx, doc, line), line, doc)
         elif doc is not None:
             yield Rejected(line, "YAML document is not a Kubernetes object or List")
 

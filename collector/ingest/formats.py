@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whyjob.collector.ingest import aws, azure, dcgm, gce, k8s_audit, kernel, kubectl_text, podlogs
-from whyjob.collector.ingest.base import Context, Item, Rejected
+from whyjob.collector.ingest.base import Context, Item, Rejected, guarded
 from whyjob.collector.ingest.k8s_events import parse_event
 from whyjob.collector.ingest.k8s_objects import parse_node, parse_pod
 
@@ -88,7 +88,12 @@ def parse_k8s(ctx: Context, doc: Any, line: int | None) -> Iterator[Item]:
         if not isinstance(item, dict):
             yield Rejected(line, "List item is not an object")
             continue
-        yield from parse_k8s_object(ctx, item, item.get("kind") or implied, line)
+        kind = item.get("kind") or implied
+        yield from guarded(
+            parse_k8s_object(ctx, item, kind if isinstance(kind, str) else "?", line),
+            line,
+            item,
+        )
 
 
 def parse_k8s_object(ctx: Context, item: Any, kind: str, line: int | None) -> Iterator[Item]:

@@ -45,6 +45,18 @@ class Damage:
     body: bytes
 
 
+_TOO_DEEP = "nested too deeply (over 1024 levels)"
+
+
+def _raw_decode(text: str, pos: int) -> tuple[Any, int]:
+    """The stdlib decoder, with nesting too deep for it reported as damage like any other."""
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except RecursionError:
+        # orjson stops at 1024 levels; the stdlib decoder runs out of stack near there too.
+        raise json.JSONDecodeError(_TOO_DEEP, text, pos) from None
+
+
 def _line_at(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
@@ -58,14 +70,22 @@ def _encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-def iter_json_docs(data: bytes) -> Iterator[Doc | Damage]:
+def iter_json_docs(data: bytes, limit: int = 1 << 62) -> Iterator[Doc | Damage]:
     """Every JSON document in `data`, in order, with damage reported in place.
 
     A large pretty-printed Kubernetes List comes out one item at a time (each its own
-    document, with its line), so a 2 GB export is never a 2 GB object tree at once.
+    document, with its line), so a 2 GB export is never a 2 GB object tree at once. Any
+    other document longer than `limit` bytes is reported, not parsed.
     """
-    if len(data) >= _STREAM_MIN_BYTES and (items := _list_items(data)) is not None:
+    if len(data) >= _STREAM_MIN_BYTES and (items := _list_items(data, limit)) is not None:
         yield from items
+        return
+    if len(data) > limit:
+        text = data.decode("utf-8", "surrogateescape")
+        if _looks_like_json_lines(text):  # each line is a document, bounded on its own
+            yield from _json_lines(text, limit)
+        else:
+            yield Damage(1, _too_big(len(data), limit), data[:4096])
         return
     try:
         yield Doc(orjson.loads(data), 1)
@@ -75,7 +95,7 @@ def iter_json_docs(data: bytes) -> Iterator[Doc | Damage]:
 
     text = data.decode("utf-8", "surrogateescape")
     if _looks_like_json_lines(text):
-        yield from _json_lines(text)
+        yield from _json_lines(text, limit)
         return
     pos = _skip_ws(text, 0)
     if text.startswith("\ufeff", pos):
@@ -83,7 +103,7 @@ def iter_json_docs(data: bytes) -> Iterator[Doc | Damage]:
     while pos < len(text):
         start = pos
         try:
-            value, end = _DECODER.raw_decode(text, pos)
+            value, end = _raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             yield from _salvage(text, start, exc)
             found = _NEXT_DOC.search(text, exc.pos)
@@ -103,7 +123,13 @@ _STREAM_MIN_BYTES = 4 << 20
 _ITEMS_KEY = re.compile(rb'\n([ \t]*)"items"\s*:\s*\[\s*?\n([ \t]+)\{')
 
 
-def _list_items(data: bytes) -> Iterator[Doc | Damage] | None:
+def _too_big(size: int, limit: int) -> str:
+    return (
+        f"JSON document of {size:,} bytes is over ingest.max_document ({limit:,} bytes); not read"
+    )
+
+
+def _list_items(data: bytes, limit: int) -> Iterator[Doc | Damage] | None:
     """The items of a pretty-printed `{"items": [...]}` one by one, or None when the file is
     not laid out that way (minified, another shape): then it is parsed whole.
 
@@ -122,11 +148,11 @@ def _list_items(data: bytes) -> Iterator[Doc | Damage] | None:
     boundary = re.compile(b"\n" + re.escape(item_indent) + rb"\{")
     starts = [first, *(m.start() + 1 + len(item_indent) for m in boundary.finditer(data, first))]
     close = re.compile(b"\n" + re.escape(key_indent) + rb"\]")
-    return _split_items(data, starts, close)
+    return _split_items(data, starts, close, limit)
 
 
 def _split_items(
-    data: bytes, starts: list[int], close: re.Pattern[bytes]
+    data: bytes, starts: list[int], close: re.Pattern[bytes], limit: int
 ) -> Iterator[Doc | Damage]:
     line, counted = 1, 0
     for number, start in enumerate(starts):
@@ -138,6 +164,9 @@ def _split_items(
         chunk = data[start:stop].rstrip().rstrip(b",")
         line += data.count(b"\n", counted, start)
         counted = start
+        if len(chunk) > limit:
+            yield Damage(line, _too_big(len(chunk), limit), chunk[:4096])
+            continue
         try:
             yield Doc(orjson.loads(chunk), line)
         except orjson.JSONDecodeError as exc:
@@ -151,20 +180,31 @@ def _split_items(
 
 
 def _looks_like_json_lines(text: str) -> bool:
-    """JSON Lines: the first line is a whole document on its own and more lines follow."""
-    first, newline, rest = text.lstrip("\ufeff").partition("\n")
-    if not newline or not rest.strip() or not first.lstrip().startswith("{"):
+    """JSON Lines: more than one line, and most of the first lines are whole JSON objects on
+    their own (a torn or garbage line among them does not change what the file is)."""
+    head = [line for line in text.lstrip("\ufeff").split("\n", _SNIFF)[:_SNIFF] if line.strip()]
+    if len(head) < 2:
         return False
-    try:
-        orjson.loads(first)
-    except orjson.JSONDecodeError:
-        return False
-    return True
+    whole = 0
+    for line in head:
+        if line.lstrip().startswith("{"):
+            try:
+                orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            whole += 1
+    return whole * 2 > len(head)
 
 
-def _json_lines(text: str) -> Iterator[Doc | Damage]:
+_SNIFF = 20
+
+
+def _json_lines(text: str, limit: int = 1 << 62) -> Iterator[Doc | Damage]:
     for number, line in enumerate(text.lstrip("\ufeff").split("\n"), start=1):
         if not line.strip():
+            continue
+        if len(line) > limit:
+            yield Damage(number, _too_big(len(line), limit), _encode(line[:4096]))
             continue
         if _SURROGATE.search(line):
             yield Damage(number, "invalid UTF-8 in this line", _encode(line))
@@ -232,7 +272,7 @@ def _partial(text: str, start: int) -> tuple[Any, list[_Span]]:
     pos = _skip_ws(text, pos + 1)
     while pos < len(text) and text[pos] != "}":
         try:
-            key, pos = _DECODER.raw_decode(text, pos)
+            key, pos = _raw_decode(text, pos)
             pos = _skip_ws(text, pos)
             if not isinstance(key, str) or not text.startswith(":", pos):
                 raise json.JSONDecodeError("expected a key and a colon", text, pos)
@@ -241,7 +281,7 @@ def _partial(text: str, start: int) -> tuple[Any, list[_Span]]:
                 out[key], found, pos = _partial_array(text, pos)
                 damages.extend(found)
             else:
-                out[key], pos = _DECODER.raw_decode(text, pos)
+                out[key], pos = _raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             end = _NEXT_DOC.search(text, exc.pos)
             damages.append((exc.pos, end.start() if end else len(text), _describe(text, exc)))
@@ -262,7 +302,7 @@ def _partial_array(text: str, pos: int) -> tuple[list[Any], list[_Span], int]:
         if text[pos] == "]":
             return items, damages, pos + 1
         try:
-            value, end = _DECODER.raw_decode(text, pos)
+            value, end = _raw_decode(text, pos)
             if _SURROGATE.search(text, pos, end):
                 damages.append((pos, end, "invalid UTF-8 inside this record"))
             else:
@@ -271,7 +311,7 @@ def _partial_array(text: str, pos: int) -> tuple[list[Any], list[_Span], int]:
             resume = _next_element(text, pos, exc.pos)
             if resume is None:
                 # Nothing parses after it: the file ends inside this element.
-                damages.append((pos, len(text), _TRUNCATED))
+                damages.append((pos, len(text), _TOO_DEEP if exc.msg == _TOO_DEEP else _TRUNCATED))
                 return items, damages, len(text)
             reason = _describe(text, exc)
 
@@ -297,7 +337,7 @@ def _next_element(text: str, start: int, failed_at: int) -> int | None:
     )
     for match in pattern.finditer(text, max(failed_at, start + 1)):
         try:
-            _DECODER.raw_decode(text, match.end())
+            _raw_decode(text, match.end())
         except json.JSONDecodeError:
             continue
         # The separator before the sibling belongs to the damaged stretch.

@@ -310,7 +310,7 @@ _OOM_CONSTRAINTS: Final = {
     "CONSTRAINT_MEMORY_POLICY": "mempolicy",
 }
 _SEGFAULT = re.compile(
-    r"(?P<proc>\S+)\[(?P<pid>\d+)\]: segfault at (?P<addr>[0-9a-fA-Fx]+)"
+    r"(?<!\S)(?P<proc>\S+)\[(?P<pid>\d+)\]: segfault at (?P<addr>[0-9a-fA-Fx]+)"
     r"(?:.*? in (?P<lib>[^\[\s]+)\[)?"
 )
 _TRAP = re.compile(

@@ -22,7 +22,7 @@ _ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 _ERROR: Final = re.compile(
     r"Traceback \(most recent call last\)"
-    r"|\b[A-Za-z_][\w.:]*(?:Error|Exception)\b"
+    r"|(?<![\w.:])[A-Za-z_][\w.:]*(?:Error|Exception)\b"
     r"|\b(?:ERROR|FATAL|CRITICAL|Fatal Python error|Segmentation fault|core dumped|Bus error)\b"
     r"|^\s*(?:\[[^\]]*\]:?)?\[?[EF]\d{4} \d\d:\d\d:\d\d"  # glog / c10 error and fatal lines
     r"|terminate called|Watchdog caught|NCCL WARN|\bNCCL error|CUDA error|out of memory"

@@ -23,7 +23,7 @@ import yaml
 from whyjob.collector.ingest import detect, formats, kernel, kubectl_text, podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, PodRef, Rejected
 from whyjob.collector.ingest.loglines import clean
-from whyjob.collector.ingest.yamlload import KubeYamlLoader
+from whyjob.collector.ingest.yamlload import load_untrusted
 from whyjob.core.evidence import Evidence
 from whyjob.core.standins import (
     PASTED_CONTAINER,
@@ -174,9 +174,7 @@ def _structured_block(
         if end - start < 2:
             return None
         try:
-            value = yaml.load(
-                "\n".join(t[indent:] for _, t in lines[start:end]), Loader=KubeYamlLoader
-            )
+            value = load_untrusted("\n".join(t[indent:] for _, t in lines[start:end]))
         except yaml.YAMLError:
             return None
     else:
@@ -295,7 +293,12 @@ def _as_pod(value: Any, hints: dict[str, str]) -> dict[str, Any] | None:
     status = _status_of(value)
     if status is None:
         return None
-    types = {c.get("type") for c in status.get("conditions") or () if isinstance(c, dict)}
+    conditions = status.get("conditions")
+    types = {
+        c.get("type")
+        for c in (conditions if isinstance(conditions, list) else ())
+        if isinstance(c, dict) and isinstance(c.get("type"), str)
+    }
     if types & _NODE_CONDITIONS and not status.keys() & {"containerStatuses", "phase"}:
         node = hints.get("node", PASTED_NODE)
         return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "status": status}
@@ -351,7 +354,8 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
         if any(not isinstance(item, Rejected) for item in parsed):
             yield from parsed
             return
-    lines = [(n, clean(t)) for n, t in enumerate(text.split("\n"), start=1)]
+    limit = opts.limits.line_bytes
+    lines = [(n, clean(detect.cut_line(t, limit))) for n, t in enumerate(text.split("\n"), start=1)]
     lines = [(n, _CRI_PREFIX.sub("", t, count=1)) for n, t in lines]
     yield from _in_paste_order(_read_lines(ctx, _strip_prefixes(lines)))
 

@@ -102,8 +102,11 @@ def pod_from_path(path: str) -> dict[str, Any]:
 
 
 def looks_like_cri(first_lines: list[str]) -> bool:
+    """Most of the first lines are CRI lines: a garbage line or two (a torn write) must not
+    turn the whole file into plain text."""
     lines = [line for line in first_lines if line.strip()]
-    return bool(lines) and all(_CRI_LINE.match(line) for line in lines[:3])
+    hits = sum(1 for line in lines if _CRI_LINE.match(line))
+    return hits > 0 and hits * 3 >= len(lines) * 2
 
 
 def looks_like_docker_json(doc: Any) -> bool:

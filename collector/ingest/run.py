@@ -8,15 +8,18 @@ or rejected (kept in the quarantine table with its file, line and reason).
 from __future__ import annotations
 
 import gc
-import gzip
 import os
+import re
+import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from whyjob.collector.admit import Unfit, admit, mend
 from whyjob.collector.ingest import detect, podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, Rejected
 from whyjob.core.entities import Binding, PodRecord
@@ -26,6 +29,16 @@ from whyjob.core.index import SqliteIndex
 __all__ = ["FileResult", "IngestSummary", "Ingestor"]
 
 _BATCH = 20_000
+# What the index raises for a value it cannot store (orjson, sqlite3's parameter binding).
+_REFUSED = (
+    TypeError,
+    ValueError,
+    OverflowError,
+    sqlite3.InterfaceError,
+    sqlite3.ProgrammingError,
+    sqlite3.IntegrityError,  # NOT NULL: a name the document left out
+)
+_Stored = TypeVar("_Stored", Evidence, PodRecord, Binding)
 _BINARY_PROBE = 8192
 _QUARANTINE_LIMIT = 65536
 
@@ -41,6 +54,8 @@ class FileResult:
     duplicate: int = 0
     rejected: int = 0
     skipped: str | None = None  # why the whole file was passed over (not an error)
+    cut: int = 0  # lines longer than ingest.max_line, cut and kept with a marker
+    unreadable: bool = False  # rejected whole: not read, not recognised, or over a limit
     ignored: dict[str, int] = field(default_factory=dict)  # objects of kinds whyjob does not read
 
 
@@ -51,6 +66,14 @@ class IngestSummary:
 
     def total(self, name: str) -> int:
         return sum(int(getattr(f, name)) for f in self.files)
+
+    @property
+    def exit_code(self) -> int:
+        """0: every record stored; 1: some records rejected (the rest stored); 3: a file
+        could not be read at all, or no file held anything whyjob recognises."""
+        if self.total("unreadable") or not any(f.fmt != "-" for f in self.files):
+            return 3
+        return 1 if self.total("rejected") else 0
 
 
 RejectHook = Callable[[str, str], None]
@@ -75,11 +98,49 @@ def _expand(paths: Sequence[str]) -> Iterator[tuple[str, Path | None, bool]]:
 
 
 def _binary_reason(data: bytes) -> str | None:
+    """Why the file is binary, or None for text. A file is binary when, once runs of NUL bytes
+    are set aside (a block a crash left zeroed in a log), more than a tenth of what is left is
+    not text: bytes that are not UTF-8, or control bytes. A torn line costs only itself."""
     probe = data[:_BINARY_PROBE]
-    nul = probe.find(b"\x00")
-    if nul >= 0:
-        return f"binary file (NUL byte at offset {nul}); not an export whyjob reads"
+    if not probe:
+        return None
+    rest = _NUL_RUNS.sub(b"", probe).decode("utf-8", "replace")
+    bad = rest.count("\ufffd") + sum(rest.count(chr(c)) for c in _CONTROL_BYTES)
+    if not rest or bad * 10 > len(rest):
+        nul = probe.find(b"\x00")
+        at = f" (NUL byte at offset {nul})" if nul >= 0 else ""
+        return f"binary file{at}; not an export whyjob reads"
     return None
+
+
+_NUL_RUNS = re.compile(rb"\x00+")
+# Bytes that text never holds (not NUL, tab, newline, carriage return, form feed or escape).
+_CONTROL_BYTES = (*range(1, 9), 11, *range(14, 27), *range(28, 32))
+
+
+def _gunzip(data: bytes, limit: int) -> bytes | str:
+    """The inflated bytes of a gzip file (every member), or why not: damaged, or inflating
+    past `limit` (a zip bomb: a megabyte that inflates to a gigabyte)."""
+    out = bytearray()
+    rest = data
+    while rest:
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            while True:
+                out += inflater.decompress(rest, limit + 1 - len(out))
+                if len(out) > limit:
+                    return (
+                        f"gzip file inflates past {limit:,} bytes (ingest.max_inflated); not read"
+                    )
+                rest = inflater.unconsumed_tail
+                if inflater.eof or not rest:
+                    break
+        except zlib.error as exc:
+            return f"damaged gzip file: {exc}"
+        if not inflater.eof:
+            return "damaged gzip file: it ends in the middle of the data"
+        rest = inflater.unused_data.lstrip(b"\x00")  # members may follow; padding may too
+    return bytes(out)
 
 
 class Ingestor:
@@ -125,7 +186,7 @@ class Ingestor:
                     data = path.read_bytes()
                     mtime = int(path.stat().st_mtime * 1000)
                 except OSError as exc:
-                    result = FileResult(origin, "-", rejected=1)
+                    result = FileResult(origin, "-", rejected=1, unreadable=True)
                     self._reject(
                         Context(origin, self.options),
                         Rejected(None, f"cannot read: {exc.strerror}"),
@@ -146,10 +207,10 @@ class Ingestor:
         """Import one file's content. `explicit`: named by the user, so an unknown format is an
         error; files met while walking a folder are skipped instead."""
         if data[:2] == b"\x1f\x8b":
-            try:
-                data = gzip.decompress(data)
-            except (OSError, EOFError) as exc:
-                return self._whole_file_rejected(origin, f"damaged gzip file: {exc}", data)
+            inflated = _gunzip(data, self.options.limits.inflated_bytes)
+            if isinstance(inflated, str):
+                return self._whole_file_rejected(origin, inflated, data)
+            data = inflated
         hints = podlogs.pod_from_path(origin)
         if not hints and (node := podlogs.node_from_path(origin)):
             hints = {"node": node}
@@ -167,6 +228,7 @@ class Ingestor:
             return result
         self._consume(ctx, items, result)
         result.ignored = dict(ctx.skipped)
+        result.cut = ctx.cut_lines
         self.index.record_import(
             origin, result.fmt, result.read, result.stored, result.duplicate, result.rejected
         )
@@ -175,7 +237,7 @@ class Ingestor:
     def _whole_file_rejected(self, origin: str, reason: str, data: bytes) -> FileResult:
         ctx = Context(origin, self.options)
         self._reject(ctx, Rejected(None, reason, data[:4096]), "-")
-        return FileResult(origin, "-", read=1, rejected=1)
+        return FileResult(origin, "-", read=1, rejected=1, unreadable=True)
 
     # -- storing -----------------------------------------------------------------------------
 
@@ -189,40 +251,88 @@ class Ingestor:
                 batch.append(item)
                 if len(batch) >= _BATCH:
                     self._flush(batch, result)
-            elif isinstance(item, Binding):
-                key = (item.kind, item.subject, item.object)
-                span = spans.get(key)
-                if span is None:
-                    spans[key] = [item.first_ts, item.last_ts, item.attrs]
-                else:
-                    span[0] = min(span[0], item.first_ts)
-                    span[1] = max(span[1], item.last_ts)
-                    span[2] = item.attrs or span[2]
-            elif isinstance(item, PodRecord):
-                pods[item.uid] = _merge_pod(pods.get(item.uid), item)
+            elif isinstance(item, Binding | PodRecord):
+                try:
+                    _gather(item, pods, spans)
+                except TypeError as exc:  # a name that is not text, a time that is not a number
+                    self._refuse(item, str(exc), result)
             else:
                 result.read += 1
                 result.rejected += 1
                 self._reject(ctx, item, result.fmt)
         self._flush(batch, result)
-        self.index.upsert_pods(pods.values())
-        self.index.bind(Binding(k, s, o, f, last, a) for (k, s, o), (f, last, a) in spans.items())
+        bindings = [Binding(k, s, o, f, last, a) for (k, s, o), (f, last, a) in spans.items()]
+        try:
+            self.index.upsert_pods(pods.values())
+        except _REFUSED:
+            self.index.upsert_pods(self._admitted(pods.values(), result))
+        try:
+            self.index.bind(bindings)
+        except _REFUSED:
+            self.index.bind(self._admitted(bindings, result))
 
     def _flush(self, batch: list[Evidence], result: FileResult) -> None:
         if not batch:
             return
-        stored = self.index.write(batch)
+        try:
+            stored = self.index.write(batch)
+        except _REFUSED:
+            batch[:] = self._admitted(batch, result)
+            stored = self.index.write(batch)
         result.read += len(batch)
         result.stored += stored
         result.duplicate += len(batch) - stored
         batch.clear()
 
+    def _admitted(self, records: Iterable[_Stored], result: FileResult) -> list[_Stored]:
+        """The records the index refused as a batch, mended one by one; the unmendable are
+        rejected alone, with the field that was wrong."""
+        kept = []
+        for record in records:
+            try:
+                kept.append(admit(record))
+            except Unfit as exc:
+                self._refuse(record, str(exc), result)
+        return kept
+
+    def _refuse(self, record: Evidence | PodRecord | Binding, why: str, result: FileResult) -> None:
+        result.read += 1
+        result.rejected += 1
+        body = repr(record)[:4096].encode("utf-8", "backslashreplace")
+        origin = getattr(record, "origin", None) or result.origin
+        self._reject(
+            Context(origin, self.options),
+            Rejected(None, f"the index cannot store this record: {why}", body),
+            result.fmt,
+        )
+
     def _reject(self, ctx: Context, item: Rejected, fmt: str) -> None:
-        where = ctx.where(item.line)
+        where = mend(ctx.where(item.line))
         body = item.body[:_QUARANTINE_LIMIT] if item.body is not None else None
-        self.index.quarantine(where, item.reason, body, fmt)
+        self.index.quarantine(where, mend(item.reason), body, fmt)
         if self.on_reject:
-            self.on_reject(where, item.reason)
+            self.on_reject(where, mend(item.reason))
+
+
+def _gather(
+    item: Binding | PodRecord,
+    pods: dict[str, PodRecord],
+    spans: dict[tuple[str, str, str], list[Any]],
+) -> None:
+    """Merge a pod view or a binding into the file's; raises TypeError on unusable keys."""
+    if isinstance(item, PodRecord):
+        if not isinstance(item.uid, str):
+            raise TypeError(f"pod uid is {type(item.uid).__name__}, not text")
+        pods[item.uid] = _merge_pod(pods.get(item.uid), item)
+        return
+    key = (item.kind, item.subject, item.object)
+    span = spans.get(key)
+    if span is None:
+        spans[key] = [item.first_ts, item.last_ts, item.attrs]
+    else:
+        span[0] = min(span[0], item.first_ts)
+        span[1] = max(span[1], item.last_ts)
+        span[2] = item.attrs or span[2]
 
 
 def _merge_pod(old: PodRecord | None, new: PodRecord) -> PodRecord:

@@ -10,7 +10,7 @@ import yaml
 
 from whyjob.collector.ingest.base import Rejected
 
-__all__ = ["KubeYamlLoader", "yaml_documents"]
+__all__ = ["AliasRefused", "KubeYamlLoader", "load_untrusted", "yaml_documents"]
 
 
 class KubeYamlLoader(yaml.CSafeLoader):
@@ -21,6 +21,29 @@ KubeYamlLoader.yaml_implicit_resolvers = {
     first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+class AliasRefused(yaml.YAMLError):
+    """An imported document used a YAML alias: refused, since a few lines of nested aliases
+    expand to gigabytes (a "billion laughs") and kubectl never writes one."""
+
+    def __init__(self) -> None:
+        super().__init__("YAML aliases are refused in imported documents")
+        self.problem = "YAML aliases are refused in imported documents (alias bomb guard)"
+
+
+# Could this text hold an anchor or an alias? Cheap, and false alarms only cost a second look.
+_ALIAS_HINT = re.compile(r"(?:^|[\s\[{,:-])[&*][^\s\[\]{},]")
+
+
+def load_untrusted(text: str) -> Any:
+    """One YAML document, safely, with times kept as strings and aliases refused."""
+    if _ALIAS_HINT.search(text) and any(
+        isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.CSafeLoader)
+    ):
+        raise AliasRefused
+    return yaml.load(text, Loader=KubeYamlLoader)
+
 
 _SEPARATOR = re.compile(r"^---(?:\s.*)?$", re.MULTILINE)
 # A top-level List item in kubectl's YAML: "- apiVersion: v1" at column 0 under "items:".
@@ -34,16 +57,21 @@ def _problem(exc: yaml.YAMLError) -> tuple[int | None, str]:
     return (mark.line + 1 if mark is not None else None), f"invalid YAML: {problem}"
 
 
-def yaml_documents(text: str) -> Iterator[tuple[int, Any | Rejected]]:
-    """(first line, document) for each `---` separated document; damage comes as Rejected."""
+def yaml_documents(text: str, limit: int = 1 << 62) -> Iterator[tuple[int, Any | Rejected]]:
+    """(first line, document) for each `---` separated document; damage comes as Rejected,
+    and so does a document of more than `limit` characters (never parsed)."""
     starts = [0, *(m.end() + 1 for m in _SEPARATOR.finditer(text))]
     for begin, end in zip(starts, [*starts[1:], len(text) + 1], strict=True):
         chunk = text[begin:end]
         if not chunk.strip() or chunk.strip() == "---":
             continue
         first_line = text.count("\n", 0, begin) + 1
+        if len(chunk) > limit:
+            reason = f"YAML document of {len(chunk):,} characters is over ingest.max_document"
+            yield first_line, Rejected(first_line, reason, chunk[:4096].encode())
+            continue
         try:
-            doc = yaml.load(chunk, Loader=KubeYamlLoader)
+            doc = load_untrusted(chunk)
         except yaml.YAMLError as exc:
             yield from _salvage(chunk, first_line, exc)
             continue
@@ -92,7 +120,7 @@ def _salvage(chunk: str, first_line: int, exc: yaml.YAMLError) -> Iterator[tuple
         piece = chunk[start:stop]
         line = first_line + chunk.count("\n", 0, start)
         try:
-            parsed = yaml.load(piece, Loader=KubeYamlLoader)
+            parsed = load_untrusted(piece)
         except yaml.YAMLError as item_exc:
             _, item_reason = _problem(item_exc)
             truncated = stop == len(chunk) and bad_line is not None

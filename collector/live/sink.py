@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
+from whyjob.collector.admit import Unfit, admit
 from whyjob.collector.ingest.base import Item, Rejected
 from whyjob.collector.live.health import Health
 from whyjob.core.entities import Binding, PodRecord
@@ -147,12 +148,15 @@ class Writer:
             kept: list[Item] = []
             for item in batch.items:
                 try:
+                    if isinstance(item, Evidence | PodRecord | Binding):
+                        item = admit(item)  # mend what can be: bad text, a number for a name
                     with self.index.transaction():
                         self._store([Batch(batch.collector, batch.origin, [item])])
                         raise _Rollback
                 except _Rollback:
                     kept.append(item)
                 except (
+                    Unfit,
                     sqlite3.IntegrityError,
                     sqlite3.InterfaceError,
                     TypeError,

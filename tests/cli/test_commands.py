@@ -135,6 +135,14 @@ def test_rules_list_lint_and_test(run: Run, tmp_path: Path) -> None:
     )
     warned = run("rules", "lint", str(slow)).output
     assert "signal 's': a branch of its message regex needs no word" in warned, warned
+    quadratic = tmp_path / "quadratic.yaml"
+    quadratic.write_text(
+        "format: whyjob.rules/v1\nsignals:\n  - id: q\n    kind: log.error\n    where:\n"
+        "      message: {regex: 'for removal'}\n    capture: '(?P<what>\\S+) for removal'\n"
+    )
+    backtracks = run("rules", "lint", str(quadratic)).output
+    assert "signal 'q': '(?P<what>\\\\S+) for removal' takes" in backtracks, backtracks
+    assert "it backtracks" in backtracks
 
 
 def test_diagnose_reads_files_and_stdin_and_prints_json(run: Run, tmp_path: Path) -> None:
@@ -156,3 +164,21 @@ def test_diagnose_usage_errors(run: Run, tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "nope.txt: No such file or directory" in missing.output
     empty = run("diagnose", "-", input=b"\n\n")
     assert empty.exit_code == 2 and "nothing to diagnose" in empty.output
+
+
+def test_cli_goes_on_after_a_bad_file_and_says_what_happened(run: Run, tmp_path: Path) -> None:
+    (tmp_path / "a-unreadable.json").write_bytes(
+        b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 40
+    )
+    bad = json.loads((FIXTURES / "k8s" / "events.json").read_text())
+    items = bad["items"]
+    assert isinstance(items, list)
+    items[0]["metadata"] = "oops"
+    (tmp_path / "b-events.json").write_text(json.dumps(bad))
+    result = run("ingest", str(tmp_path / "a-unreadable.json"), str(tmp_path / "b-events.json"))
+    assert result.exit_code == 3, result.output
+    assert "a-unreadable.json: binary file" in result.output
+    assert "b-events.json:1: Event without involvedObject" in result.output
+    assert f"stored {len(items) - 1}" in result.output
+    again = run("ingest", str(tmp_path / "b-events.json"))
+    assert again.exit_code == 1 and "stored 0" in again.output  # the rest were kept the first time
