@@ -5,6 +5,8 @@ explain: explain latency on an index of a million or more records.
 cli: wall time of `whyjob --help` and `whyjob EXPERIMENT` as separate processes.
 api: latency of the explanation route of `whyjob serve` under concurrent clients.
 accuracy: per-category precision and recall over the simulator's scenarios and many seeds.
+realworld: accuracy on real failure text from public bug reports.
+fuzz: mutated real exports through ingest and diagnose: crashes, hangs, peak memory.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Measure ingest throughput, explain and API latency, CLI start-up and accuracy.",
+    help="Measure ingest throughput, explain and API latency, CLI start-up, accuracy, and "
+    "robustness under hostile input.",
     no_args_is_help=True,
 )
 
@@ -406,3 +409,77 @@ def bench_realworld(
     hidden = len(report.part(holdout=True).wrong())
     if hidden and not show_holdout:
         typer.echo(f"  ({hidden} wrong holdout cases not listed: --show-holdout)")
+
+
+# Simulated bundles whose files seed the fuzzer by default: every export format, three clouds.
+_FUZZ_BUNDLES = (("maintenance", 1), ("maintenance", 2), ("maintenance", 3), ("xid79", 1))
+
+
+@app.command("fuzz")
+def bench_fuzz(
+    inputs: Annotated[int, typer.Option("--inputs", help="Mutated files to feed.")] = 20_000,
+    seed: Annotated[int, typer.Option("--seed", help="Same seed, same mutants.")] = 1,
+    seeds: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--seeds",
+            help="Folders or files of real exports to mutate (repeatable) [default: simulated "
+            "bundles of every format].",
+        ),
+    ] = None,
+    save: Annotated[
+        Path | None, typer.Option("--save", help="Write each crashing input into this folder.")
+    ] = None,
+) -> None:
+    """Feed mutated real exports (wrong JSON types, numbers past 64 bits, 1e999, lone
+    surrogates, deep nesting, flipped bytes, NUL bytes, cut files, runaway and garbage lines)
+    through `whyjob ingest` into a real index and through `whyjob diagnose`; print crashes,
+    inputs slower than 5 s, and peak memory. Exit code 1 when anything escaped or hung."""
+    import resource
+    import tempfile
+    from collections import Counter
+
+    from whyjob.cli.fuzzing import load_seeds, run
+
+    with tempfile.TemporaryDirectory(prefix="whyjob-fuzz-") as scratch:
+        folders = list(seeds or ())
+        if not folders:
+            from whyjob.sim.bundle import simulate
+
+            for scenario, number in _FUZZ_BUNDLES:
+                out = Path(scratch) / f"{scenario}-{number}"
+                simulate(scenario, number, out)
+                folders.append(out)
+        corpus = load_seeds(folders)
+        if not corpus:
+            fail("no seed files found (.json, .jsonl, .yaml, .log, .prom, .txt under 4 MiB)", 2)
+        typer.echo(f"{len(corpus)} seed files; feeding {inputs:,} mutants (seed {seed})")
+
+        def progress(done: int) -> None:
+            if done % 10_000 == 0:
+                typer.echo(f"  {done:,} ...", err=True)
+
+        report = run(
+            corpus, inputs, Path(scratch) / "index.sqlite", seed=seed, on_progress=progress
+        )
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    typer.echo(
+        f"{report.inputs:,} inputs in {report.seconds:.1f} s ({report.inputs / max(report.seconds, 1e-9):,.0f}/s): "
+        f"{report.records:,} records read, {report.quarantined:,} quarantined"
+    )
+    typer.echo(
+        f"crashes: {len(report.crashes)}   hangs (> 5 s): {len(report.slow)}   "
+        f"peak RSS: {peak_mib:,.0f} MiB"
+    )
+    places = Counter((c.where, c.error.split(":")[0]) for c in report.crashes)
+    for (where, error), count in places.most_common(20):
+        typer.echo(f"  {count:>5}  {where}  {error}")
+    for origin, took in report.slow[:20]:
+        typer.echo(f"  slow: {origin} took {took:.1f} s")
+    if save is not None and report.crashes:
+        save.mkdir(parents=True, exist_ok=True)
+        for n, crash in enumerate(report.crashes):
+            (save / f"crash-{n:04d}-{Path(crash.origin).name}").write_bytes(crash.data)
+        typer.echo(f"crashing inputs written to {save}")
+    if report.crashes or report.slow:
+        raise typer.Exit(1)

@@ -253,11 +253,12 @@ def _where(exc: BaseException) -> str:
 
 
 _AT = 1_800_000_000_000  # a fixed clock: the same seed gives the same run
+_PASTE = 256 << 10
 
 
 class Target:
     """Where mutants go: `whyjob ingest` into a real index, and every `diagnose_every`-th
-    one also through `whyjob diagnose` (the paste readers and the rules)."""
+    one of paste size also through `whyjob diagnose` (the paste readers and the rules)."""
 
     def __init__(self, index_path: Path, *, diagnose_every: int = 4) -> None:
         from whyjob.collector.ingest.base import IngestOptions
@@ -278,7 +279,8 @@ class Target:
 
         result = self.ingestor.ingest_bytes(origin, data, _AT)
         self.fed += 1
-        if self.diagnose_every and self.fed % self.diagnose_every == 0:
+        # Pastes are small: a 4 MiB export is ingested, not pasted into diagnose.
+        if self.diagnose_every and self.fed % self.diagnose_every == 0 and len(data) <= _PASTE:
             diagnose_text(data, self.rules, self.options, origin)
         return result.stored + result.duplicate + result.rejected, result.rejected
 
@@ -293,13 +295,14 @@ def run(
     *,
     seed: int = 0,
     slow_s: float = 5.0,
+    diagnose_every: int = 10,
     on_progress: Callable[[int], None] | None = None,
 ) -> FuzzReport:
     """Feed `inputs` mutants of the seeds, one file each, to a real index and diagnose."""
     report = FuzzReport()
     rnd = random.Random(seed)
     started = time.perf_counter()
-    target = Target(index_path)
+    target = Target(index_path, diagnose_every=diagnose_every)
     try:
         for n in range(inputs):
             chosen = seeds[rnd.randrange(len(seeds))]
