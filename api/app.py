@@ -207,7 +207,9 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
     async def slack_command(request: Request) -> Response:
         if options.slack_command is None:
             raise HTTPException(404, "Slack is not configured")
-        body = await request.body()  # the raw body: the signature covers it byte for byte
+        # The raw body (the signature covers it byte for byte), read only up to what Slack ever
+        # sends: an unsigned 500 MB body must not be buffered before the signature is checked.
+        body = await _bounded_body(request, _SLACK_BODY_LIMIT)
         request.state.who = "slack"
         headers = {k.lower(): v for k, v in request.headers.items()}
         # Explaining reads the index: off the event loop, or one command would stall every request.
@@ -234,6 +236,23 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
         return "\n".join(lines) + "\n"
 
     return app
+
+
+# A slash command's form is a few hundred bytes (its text is at most 4,000 characters).
+_SLACK_BODY_LIMIT = 64 << 10
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """The request body, or 413 as soon as it is known to exceed `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"request body over {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise HTTPException(413, f"request body over {limit} bytes")
+    return bytes(body)
 
 
 def open_audit(path: Path | None) -> TextIO | None:

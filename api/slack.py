@@ -18,7 +18,6 @@ as control characters: an unescaped `<!channel>` in a log line would ping a whol
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import re
@@ -35,6 +34,7 @@ from typing import Any, Literal, Protocol
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web import SlackResponse
 
 from whyjob.core.errors import WhyjobError
@@ -975,6 +975,9 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return value
 
 
+_UNIX_TIME = re.compile(r"[0-9]{1,12}")
+
+
 def verify_request(
     signing_secret: str,
     headers: Mapping[str, str],
@@ -990,22 +993,26 @@ def verify_request(
     received, before any form parsing. The signature is checked before the replay cache is
     touched, so forged requests cannot fill it.
     """
-    timestamp = _header(headers, "X-Slack-Request-Timestamp")
-    signature = _header(headers, "X-Slack-Signature")
+    timestamp = (_header(headers, "X-Slack-Request-Timestamp") or "").strip()
+    signature = (_header(headers, "X-Slack-Signature") or "").strip()
     if not timestamp or not signature:
         raise MalformedRequest("missing X-Slack-Request-Timestamp or X-Slack-Signature header")
-    if not timestamp.strip().isdigit():
+    # ASCII digits only (str.isdigit takes other scripts' digits too), and a length a Unix time
+    # has: a 400-digit number must not reach float arithmetic.
+    if not _UNIX_TIME.fullmatch(timestamp):
         raise MalformedRequest(f"X-Slack-Request-Timestamp is not a Unix time: {timestamp[:40]!r}")
-    sent_at = int(timestamp.strip())
+    sent_at = int(timestamp)
     if abs(now - sent_at) > SIGNATURE_WINDOW_S:
         raise StaleRequest(
             f"request timestamp is {abs(now - sent_at):.0f}s from now (more than five minutes)"
         )
     if not signature.startswith("v0="):
         raise MalformedRequest("X-Slack-Signature is not a v0 signature")
-    base = b"v0:" + timestamp.strip().encode("ascii") + b":" + body
-    expected = "v0=" + hmac.new(signing_secret.encode(), base, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected.encode(), signature.strip().encode("utf-8", "replace")):
+    # slack_sdk's own verifier computes the v0 signature, so the base string stays Slack's.
+    expected = SignatureVerifier(signing_secret).generate_signature(timestamp=timestamp, body=body)
+    if expected is None or not hmac.compare_digest(
+        expected.encode(), signature.encode("utf-8", "replace")
+    ):
         raise BadSignature("X-Slack-Signature does not match the body and signing secret")
     if not seen.remember(expected, sent_at, now):
         raise ReplayedRequest("this signed request was already received")

@@ -8,6 +8,7 @@ import hmac
 import io
 import time
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,21 @@ def test_the_slash_command_is_signed_and_reads_only_what_it_is_granted(
         client.post("/slack/command", content=body, headers=forged).json()["error"]
         == "bad_signature"
     )
+    # Hostile timestamps are a clean 401, never a 500: 400 digits, another script's digits.
+    for hostile in (b"9" * 400, "\u0663".encode() * 10, b"-5", b"1e9"):
+        odd: dict[str, str | bytes] = {**_signed(body), "X-Slack-Request-Timestamp": hostile}
+        refusal = client.post("/slack/command", content=body, headers=odd)
+        assert refusal.status_code == 401 and refusal.json()["error"] == "malformed", hostile
+    # A body over the cap is refused before it is read whole or its signature checked.
+    huge = b"text=" + b"x" * (1 << 20)
+    assert client.post("/slack/command", content=huge, headers=_signed(huge)).status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the cap holds while streaming
+        for _ in range(64):
+            yield b"x" * 4096
+
+    streamed = client.post("/slack/command", content=chunks(), headers=_signed(b""))
+    assert streamed.status_code == 413
     # Team B's namespace was not granted to the command: it reads like an unknown experiment.
     other = urllib.parse.urlencode({"command": "/whyjob", "text": f"{world.b[1]} {world.b[0]}"})
     refused = client.post("/slack/command", content=other, headers=_signed(other))
