@@ -296,9 +296,16 @@ def _root_before_symptoms(found: list[Found], skew_ms: int) -> list[Found]:
     return found
 
 
+# Frameworks print their farewell from `finally` blocks and teardown hooks (detectron2's
+# "Overall training speed", a progress bar closed at 100%), so a failure this shortly before the
+# finish line is what ended the run, not an error it survived.
+_FAREWELL_MS = 120_000
+
+
 def _completed_unless_failed_after(found: list[Found]) -> list[Found]:
     """A run that reported finishing ended normally, whatever errors it survived on the way; a
-    failure recorded with or after the finish (a crash while saving the final model) wins."""
+    failure recorded with, after, or just before the finish (a crash while saving the final
+    model; a crash whose teardown printed the farewell) wins."""
     finished = [f for f in found if f.cause.category == "job.completed"]
     if not finished:
         return found
@@ -306,7 +313,9 @@ def _completed_unless_failed_after(found: list[Found]) -> list[Found]:
     after = [
         f
         for f in found
-        if f not in finished and f.cause.category != "unknown" and (f.cause.at or 0) >= last
+        if f not in finished
+        and f.cause.category != "unknown"
+        and (f.cause.at or 0) >= last - _FAREWELL_MS
     ]
     rest = [f for f in found if f not in finished and f not in after]
     return [*after, *finished, *rest]

@@ -40,10 +40,12 @@ def _test(condition: Condition, value: Any) -> bool:
         return bool(value == arg)
     if op == "ne":
         return bool(value != arg)
-    if op == "in":
-        return value in arg if not isinstance(value, list) else any(v in arg for v in value)
-    if op == "not_in":
-        return value not in arg
+    if op in ("in", "not_in"):
+        try:
+            found = value in arg if not isinstance(value, list) else any(v in arg for v in value)
+        except TypeError:  # an unhashable value (a mapping where a name was expected)
+            found = False
+        return found if op == "in" else not found
     if op == "regex":
         return arg.search(str(value)) is not None
     if op == "not_regex":

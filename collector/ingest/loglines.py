@@ -16,7 +16,7 @@ from typing import Final
 
 from whyjob.core.evidence import Severity
 
-__all__ = ["Classified", "LineClassifier", "classify", "clean", "redact"]
+__all__ = ["Classified", "LineClassifier", "classify", "clean"]
 
 _ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
@@ -46,29 +46,6 @@ _TQDM: Final = re.compile(r"\b(?P<step>\d+)/(?P<total>\d+) \[\d")
 _PROGRESS: Final = re.compile(
     r"(?i)\b(?:global[_ ]?step|step|iteration|iter)\b\s*[:=#]?\s*\d+|\b\d+/\d+ \[\d|'loss': "
 )
-# Secrets: tokens with a recognisable shape, credentials in URLs, and key=value secrets.
-_SECRET_HINT: Final = re.compile(
-    r"hf_|ghp_|gho_|github_pat_|xox[abposr]-|AKIA|ASIA|sk-|eyJ|://[^/\s:@]+:[^/\s@]+@"
-    r"|(?i:password|passwd|secret|token|api[_-]?key|authorization)"
-)
-_SECRETS: Final = (
-    (re.compile(r"\b(hf_|ghp_|gho_|github_pat_|sk-)[A-Za-z0-9_\-]{16,}"), r"\1[REDACTED]"),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), "xox-[REDACTED]"),
-    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), r"\1[REDACTED]"),
-    (
-        re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]+"),
-        "[REDACTED-JWT]",
-    ),
-    (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), r"\1[REDACTED]@"),
-    (
-        re.compile(
-            r"(?i)\b(password|passwd|secret|token|api[_-]?key|access[_-]?key)(\s*[=:]\s*)"
-            r"(?![\[{(])[^\s,;'\"]{4,}"
-        ),
-        r"\1\2[REDACTED]",
-    ),
-    (re.compile(r"(?i)(authorization:\s*(?:bearer|basic)\s+)\S+"), r"\1[REDACTED]"),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,15 +59,6 @@ class Classified:
 def clean(text: str) -> str:
     """Strip ANSI colour codes and carriage returns (progress bars) from a log line."""
     return _ANSI.sub("", text) if ("\x1b" in text or "\r" in text) else text
-
-
-def redact(text: str) -> str:
-    """Replace secrets (tokens, keys, passwords in URLs) before anything is stored."""
-    if not _SECRET_HINT.search(text):
-        return text
-    for pattern, replacement in _SECRETS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 _LINE = Classified("log.line", Severity.INFO)

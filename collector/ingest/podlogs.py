@@ -20,7 +20,7 @@ from typing import Any
 
 from whyjob.collector.ingest.base import Context, Item, Rejected
 from whyjob.collector.ingest.launchers import Failure, SummaryTracker
-from whyjob.collector.ingest.loglines import LineClassifier, clean, redact
+from whyjob.collector.ingest.loglines import LineClassifier, clean
 from whyjob.collector.ingest.tracebacks import Traceback, TracebackTracker
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Severity
@@ -154,7 +154,7 @@ class _LogSink:
         else:
             self._last_stamp, self._dup = stamp, 0
         self._last_ts = ts
-        text = redact(clean(text))
+        text = clean(text)  # secrets are masked for every record at once (collector/redaction)
         verdict = self._classify(text)
         attrs: dict[str, Any] = {"seq": line}
         if stream:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from whyjob.collector.admit import Unfit, admit, mend
 from whyjob.collector.ingest import detect, podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, Rejected
+from whyjob.collector.redaction import redact_bytes, redact_record, redact_text
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import SqliteIndex
@@ -248,12 +249,14 @@ class Ingestor:
         spans: dict[tuple[str, str, str], list[Any]] = {}
         for item in items:
             if isinstance(item, Evidence):
-                batch.append(item)
+                batch.append(redact_record(item))
                 if len(batch) >= _BATCH:
                     self._flush(batch, result)
             elif isinstance(item, Binding | PodRecord):
                 try:
-                    _gather(item, pods, spans)
+                    _gather(
+                        redact_record(item) if isinstance(item, PodRecord) else item, pods, spans
+                    )
                 except TypeError as exc:  # a name that is not text, a time that is not a number
                     self._refuse(item, str(exc), result)
             else:
@@ -308,10 +311,11 @@ class Ingestor:
 
     def _reject(self, ctx: Context, item: Rejected, fmt: str) -> None:
         where = mend(ctx.where(item.line))
-        body = item.body[:_QUARANTINE_LIMIT] if item.body is not None else None
-        self.index.quarantine(where, mend(item.reason), body, fmt)
+        body = redact_bytes(item.body[:_QUARANTINE_LIMIT]) if item.body is not None else None
+        reason = redact_text(mend(item.reason))  # a reason may quote the record
+        self.index.quarantine(where, reason, body, fmt)
         if self.on_reject:
-            self.on_reject(where, mend(item.reason))
+            self.on_reject(where, reason)
 
 
 def _gather(

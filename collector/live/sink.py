@@ -13,6 +13,7 @@ from typing import Final, Protocol
 from whyjob.collector.admit import Unfit, admit
 from whyjob.collector.ingest.base import Item, Rejected
 from whyjob.collector.live.health import Health
+from whyjob.collector.redaction import redact_bytes, redact_record, redact_text
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import SqliteIndex
@@ -192,9 +193,9 @@ class Writer:
         for batch in batches:
             for item in batch.items:
                 if isinstance(item, Evidence):
-                    evidence.append(item)
+                    evidence.append(redact_record(item))
                 elif isinstance(item, PodRecord):
-                    pods.append(item)  # every view: upsert_pods merges them in order
+                    pods.append(redact_record(item))  # every view: upsert_pods merges them
                 elif isinstance(item, Binding):
                     bindings.append(item)
                 else:
@@ -206,7 +207,8 @@ class Writer:
         index.bind(bindings)
         for batch, bad in rejected:
             where = f"{batch.origin}:{bad.line}" if bad.line is not None else batch.origin
-            index.quarantine(where, bad.reason, bad.body, batch.collector)
+            body = redact_bytes(bad.body) if bad.body is not None else None
+            index.quarantine(where, redact_text(bad.reason), body, batch.collector)
         for source, token in checkpoints.items():
             index.set_checkpoint(source, token)
         self.health.count("writer", "rejected", len(rejected))

@@ -1,0 +1,262 @@
+"""Secrets never reach the index: one redaction step over every record of every source.
+
+Two kinds of rules, applied to a record's message, every text in its attributes, its raw body
+and its pod labels, and to the bytes of a quarantined record:
+
+- Token shapes, from detect-secrets' plugins (a maintained list: AWS, GitHub, GitLab, Slack
+  tokens and webhooks, JWTs, Stripe, SendGrid, Twilio, PyPI, npm, Azure storage keys, private
+  keys ...), plus the ones it lacks that training jobs print (Hugging Face `hf_`, OpenAI-style
+  `sk-`, W&B's 40-hex keys after a key name) and whole PEM private-key blocks.
+- Key names: a value whose key says it is secret (`*_KEY`, `*_TOKEN`, `*_SECRET`,
+  `*PASSWORD*`, `*CREDENTIALS*`, `Authorization`), in every layout a record holds: `NAME=value`,
+  `NAME: value`, `"name": "value"`, a Kubernetes env var `{"name": "X_TOKEN", "value": "..."}`
+  (also JSON-escaped inside the last-applied-configuration annotation), `--password value`,
+  credentials in a URL.
+
+A literal prefilter (one Aho-Corasick pass over the lower-cased text) skips the patterns for
+the texts that hold no hint of a secret, which is nearly all of them: it costs about 6 us a
+kilobyte, where running every pattern costs half a millisecond. Token shapes with no literal of
+their own (Twilio's `AC`/`SK` + 32, Telegram's `digits:35`, Mailchimp's `-us1`) are found only
+in a text that holds some hint (most often their key name, which masks them anyway).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+from functools import lru_cache
+from typing import Any, Final, TypeVar
+
+import ahocorasick
+
+from whyjob.core.entities import PodRecord
+from whyjob.core.evidence import Evidence
+
+__all__ = ["MASK", "redact_bytes", "redact_record", "redact_text"]
+
+MASK: Final = "[REDACTED]"
+
+# Names that mark a value as secret. `key` alone is too common ("key": "app"): it counts as a
+# suffix of a longer name (API_KEY, access-key, wandb_api_key) or with a secret-ish prefix.
+_SECRET_NAME: Final = (
+    r"(?:[A-Za-z0-9]+[_.-])*(?:"
+    r"[A-Za-z0-9]*(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|CREDENTIALS?|APIKEY|PRIVATE_?KEY)"
+    r"|(?:[A-Za-z0-9]+[_.-])(?:KEY|PAT|PWD|DSN|AUTH)"
+    r"|AUTHORIZATION|PGPASSWORD"
+    r")(?:[_.-][A-Za-z0-9]+)*"
+)
+_NAME: Final = re.compile(_SECRET_NAME, re.IGNORECASE)
+# Names that look secret but hold no secret (their values are names of secrets, or counts).
+_NOT_SECRET: Final = re.compile(
+    r"(?i)(?:secretName|secretRef|secretKeyRef|tokenExpirationSeconds|serviceAccountToken|"
+    r"automountServiceAccountToken|token_count|tokens?_per|max_tokens|num_tokens|"
+    r"secret[_-]?name|key[_-]?ref|keyfile|KEY_ID|ACCESS_KEY_ID|tokenizer)$"
+)
+
+# Not a reference, a placeholder, a list, or an auth scheme (its own rule masks what follows).
+_VALUE = r"(?![\[{(]|\$\(|\$\{|<|(?i:bearer|basic|digest)\b)[^\s,;'\"\\]{3,}"
+# A quote as JSON writes it at any depth of escaping: ", \", \\\" (JSON in a JSON string,
+# as in the last-applied-configuration annotation).
+_Q = r'(?P<q>\\*")'
+_QUOTED = r'(?P<secret>(?:[^"\\]|\\(?!\\*"))*)'  # up to the matching quote
+# Where a name starts: not inside a word, or right after an escaped newline or tab.
+_START = r"(?:(?<![\w.-])|(?<=\\[nrt]))"
+_KEY_VALUE_RULES: Final = (
+    # Kubernetes env var objects, plain or JSON-escaped (last-applied-configuration).
+    re.compile(
+        r"(?P<pre>" + _Q + r"name(?P=q)\s*:\s*(?P=q)(?P<name>" + _SECRET_NAME + r")(?P=q)\s*,"
+        r"\s*(?P=q)value(?P=q)\s*:\s*(?P=q))" + _QUOTED,
+        re.IGNORECASE,
+    ),
+    # YAML env vars: `- name: X_TOKEN` then `value: ...` on the next line.
+    re.compile(
+        r"(?P<pre>name:\s*['\"]?(?P<name>" + _SECRET_NAME + r")['\"]?\s*\n\s*value:\s*['\"]?)"
+        r"(?P<secret>[^'\"\n]+)",
+        re.IGNORECASE,
+    ),
+    # "name": "value" in JSON (and JSON-escaped JSON).
+    re.compile(
+        r"(?P<pre>" + _Q + r"(?P<name>" + _SECRET_NAME + r")(?P=q)\s*:\s*(?P=q))" + _QUOTED,
+        re.IGNORECASE,
+    ),
+    # NAME=value, NAME: value, NAME = "value", --name=value.
+    re.compile(
+        r"(?P<pre>" + _START + r"(?:--?)?(?P<name>" + _SECRET_NAME + r")[\\'\"]*\s*[=:]\s*"
+        r"[\\'\"]*)(?P<secret>" + _VALUE + r")",
+        re.IGNORECASE,
+    ),
+    # --name value (a command line).
+    re.compile(
+        r"(?P<pre>" + _START + r"--(?P<name>" + _SECRET_NAME + r")\s+)(?P<secret>" + _VALUE + r")",
+        re.IGNORECASE,
+    ),
+    # Authorization headers: Bearer, Basic, token.
+    re.compile(
+        r"(?P<pre>(?P<name>authorization|proxy-authorization)[\\'\"]*\s*[:=]\s*[\\'\"]*"
+        r"(?:bearer|basic|token|digest)?\s*)(?P<secret>[A-Za-z0-9._~+/=-]{8,})",
+        re.IGNORECASE,
+    ),
+)
+# Credentials in a URL (scheme://user:password@host): checked whenever a text has "://" and "@".
+_URL_CREDENTIALS: Final = re.compile(r"(?P<pre>://[^/\s:@\"']*:)(?P<secret>[^/\s@\"']+)(?=@)")
+
+# Shapes detect-secrets has no plugin for, seen in training jobs' logs and pod specs.
+_EXTRA_SHAPES: Final = (
+    re.compile(
+        r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----.*?-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
+        re.DOTALL,
+    ),
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----(?:\\n|\n|[A-Za-z0-9+/= ])*"),
+    re.compile(r"\beyJ[A-Za-z0-9_=-]+\.[A-Za-z0-9_=-]+\.[A-Za-z0-9_.+/=-]*"),  # a whole JWT
+    re.compile(r"(?<=AccountKey=)[A-Za-z0-9+/=]{86,88}"),  # Azure storage, without its name
+    re.compile(r"\bhf_[A-Za-z0-9]{30,}"),
+    re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"),
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{30,}"),
+    re.compile(r"\bxapp-\d-[A-Z0-9]+-\d+-[a-f0-9]+"),
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"\bAIza[0-9A-Za-z_-]{35}"),
+    re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}"),
+    re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"),
+    re.compile(r"\bnpm_[A-Za-z0-9]{36}"),
+    re.compile(r"\bdckr_pat_[A-Za-z0-9_-]{20,}"),
+)
+
+# Lower-cased literals one of which every rule above needs: a text with none is left alone.
+_HINTS: Final = (
+    "key", "token", "secret", "passw", "passphrase", "credential", "authoriz", "pwd", "_pat",
+    "private", "putty", "akia", "asia", "abia", "acca", "a3t", "ghp_", "gho_", "ghu_",
+    "ghs_", "ghr_", "github_pat", "glpat", "gldt", "glft", "glsoat", "glrt", "gr1348941",
+    "glcbt", "glimt", "glptt", "glagent", "gloas", "xox", "xapp-", "hooks.slack", "eyj", "sg.",
+    "sk_live", "rk_live", "sk-", "hf_", "pypi-", "sq0csp", "accountkey", "_authtoken", "aiza",
+    "ya29.", "npm_", "dckr_pat", "dsn",
+)  # fmt: skip
+_T = TypeVar("_T", Evidence, PodRecord)
+
+
+@lru_cache(maxsize=1)
+def _detect_secrets_shapes() -> tuple[re.Pattern[str], ...]:
+    """Every token-shape pattern of detect-secrets' plugins, except the ones that are not
+    secrets to us (public IPs) or that need entropy or keywords (covered by the key rules)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    skip = {"IPPublicDetector", "KeywordDetector"}
+    shapes: list[re.Pattern[str]] = []
+    plugins: Iterable[Any] = get_mapping_from_secret_type_to_class().values()
+    for plugin in plugins:
+        if plugin.__name__ in skip:
+            continue
+        shapes.extend(getattr(plugin(), "denylist", None) or ())
+    return tuple(shapes)
+
+
+@lru_cache(maxsize=1)
+def _automaton() -> Any:
+    automaton = ahocorasick.Automaton()
+    for hint in _HINTS:
+        automaton.add_word(hint, hint)
+    automaton.make_automaton()
+    return automaton
+
+
+def _mask_spans(text: str, pattern: re.Pattern[str]) -> str:
+    """Replace each match's secret: its `secret` group, else its first group, else the whole
+    match less the delimiters some detect-secrets patterns include."""
+    out: list[str] = []
+    last = 0
+    for match in pattern.finditer(text):
+        if "secret" in pattern.groupindex:
+            start, end = match.span("secret")
+        elif pattern.groups and match.group(1) is not None and match.start(1) > match.start():
+            start, end = match.span(1)  # the secret after its context, not a prefix like "ghp"
+        else:
+            start, end = match.span()
+            while start < end and text[start] in " \t=:\"'":
+                start += 1
+            while end > start and text[end - 1] in " \t\"'":
+                end -= 1
+        if end <= start or text[start:end] == MASK:
+            continue
+        if "name" in pattern.groupindex and _NOT_SECRET.search(match.group("name") or ""):
+            continue
+        out.append(text[last:start])
+        out.append(MASK)
+        last = end
+    if not out:
+        return text
+    out.append(text[last:])
+    return "".join(out)
+
+
+def redact_text(text: str) -> str:
+    """The text with every secret it holds replaced by [REDACTED]."""
+    if not text:
+        return text
+    if "://" in text and "@" in text:
+        text = _mask_spans(text, _URL_CREDENTIALS)
+    if next(_automaton().iter(text.lower()), None) is None:
+        return text
+    # Key rules first: a value under a secret name is masked whole, whatever its shape.
+    for pattern in (*_KEY_VALUE_RULES, *_EXTRA_SHAPES, *_detect_secrets_shapes()):
+        text = _mask_spans(text, pattern)
+    return text
+
+
+def redact_bytes(data: bytes) -> bytes:
+    """Raw bytes (a record's body, a quarantined line) redacted as text; undecodable bytes
+    are kept as they were."""
+    text = data.decode("utf-8", "surrogateescape")
+    redacted = redact_text(text)
+    return data if redacted is text else redacted.encode("utf-8", "surrogateescape")
+
+
+def _redact_value(value: Any, secret: bool = False) -> Any:
+    if isinstance(value, str):
+        return MASK if secret and value else redact_text(value)
+    if isinstance(value, dict):
+        return {
+            k: _redact_value(v, secret or (isinstance(k, str) and _is_secret_name(k)))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_redact_value(v, secret) for v in value]
+    return value
+
+
+def _is_secret_name(name: str) -> bool:
+    return _NAME.fullmatch(name) is not None and not _NOT_SECRET.search(name)
+
+
+def _texts(values: Iterable[Any]) -> bool:
+    return any(isinstance(v, str | dict | list) for v in values)
+
+
+def _hinted(text: str) -> bool:
+    return next(_automaton().iter(text.lower()), None) is not None or (
+        "://" in text and "@" in text
+    )
+
+
+def redact_record(record: _T) -> _T:
+    """The record with secrets masked in its message, attributes, raw body and labels.
+
+    One prefilter pass decides for the whole record: attributes are read from the raw body
+    (or, for a log line, from the message), so a record whose message and raw body hold no
+    hint holds no secret anywhere."""
+    if isinstance(record, Evidence):
+        raw_text = (
+            record.raw.decode("utf-8", "surrogateescape") if isinstance(record.raw, bytes) else ""
+        )
+        text = record.message if isinstance(record.message, str) else str(record.message)
+        haystack = text + "\n" + raw_text if raw_text else text
+        if not raw_text and isinstance(record.attrs, dict) and _texts(record.attrs.values()):
+            haystack += "\n" + repr(record.attrs)
+        if not _hinted(haystack):
+            return record
+        message = redact_text(record.message) if text is record.message else record.message
+        attrs = _redact_value(record.attrs) if isinstance(record.attrs, dict) else record.attrs
+        raw = redact_text(raw_text).encode("utf-8", "surrogateescape") if raw_text else record.raw
+        return replace(record, message=message, attrs=attrs, raw=raw)
+    if not isinstance(record.labels, dict) or not _hinted(repr(record.labels)):
+        return record
+    return replace(record, labels=_redact_value(record.labels))
