@@ -46,6 +46,7 @@ class ApiOptions:
     audit: TextIO | None = None
     public_url: str = ""
     login_links: bool = False  # `/login?token=...` sets the cookie (a link for a browser)
+    open_docs: bool = False  # /docs and /openapi.json readable without a principal
     slack_command: Callable[[dict[str, str], bytes], dict[str, Any]] | None = None
     counters: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -93,6 +94,9 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
         title="whyjob",
         description="What happened to my training job? Explanations of GPU training failures.",
         version="1",
+        # Served below, behind the same principal check as the API unless `api.open_docs`.
+        docs_url=None,
+        openapi_url=None,
     )
     app.state.options = options
 
@@ -122,6 +126,7 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
     ) -> Response:
         response = await call_next(request)
         audit(request, getattr(request.state, "who", "-"), response.status_code)
+        _secure(request.url.path, response)
         return response
 
     def explained(who: Principal, namespace: str, name: str) -> Any:
@@ -201,6 +206,24 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
         response.headers["Referrer-Policy"] = "no-referrer"
         return response
 
+    # -- the API's own description ---------------------------------------------------------------
+
+    def _docs_reader(request: Request) -> None:
+        if not options.open_docs:
+            _principal(request)  # 401 without a token, like every other route
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi(request: Request) -> JSONResponse:
+        _docs_reader(request)
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    def docs(request: Request) -> HTMLResponse:
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        _docs_reader(request)
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="whyjob API")
+
     # -- Slack ---------------------------------------------------------------------------------
 
     @app.post("/slack/command", include_in_schema=False)
@@ -236,6 +259,22 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
         return "\n".join(lines) + "\n"
 
     return app
+
+
+def _secure(path: str, response: Response) -> None:
+    """Headers every answer carries: no sniffing, no framing, no referrer; pages may run only
+    their own script and load nothing from elsewhere; API answers are never cached."""
+    headers = response.headers
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("X-Frame-Options", "DENY")
+    headers.setdefault("Referrer-Policy", "no-referrer")
+    if path == "/docs":
+        # Swagger UI is FastAPI's page, with its script and styles from a CDN.
+        headers.setdefault("Content-Security-Policy", "frame-ancestors 'none'")
+    elif response.headers.get("content-type", "").startswith("text/html"):
+        headers.setdefault("Content-Security-Policy", web.page_policy())
+    if path.startswith("/api/") or path == "/openapi.json":
+        headers["Cache-Control"] = "no-store"
 
 
 # A slash command's form is a few hundred bytes (its text is at most 4,000 characters).

@@ -21,6 +21,7 @@ API_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
     "audit_log": ("path", None),
     "public_url": ("str", None),  # None: http://LISTEN
     "login_links": ("bool", False),
+    "open_docs": ("bool", False),  # /docs and /openapi.json without a token
     "cache": ("duration|off", 30.0),
 }
 ALERTS_KEYS: Final[Mapping[str, tuple[str, Any]]] = {

@@ -131,6 +131,7 @@ def build(
         audit=open_audit(api["audit_log"]),
         public_url=public,
         login_links=api["login_links"] or bool(notes),
+        open_docs=api["open_docs"],
         slack_command=slash_command(slack, service, url_for) if slack["signing_secret"] else None,
     )
     app = create_app(service, options)

@@ -15,11 +15,35 @@ from whyjob.api.timeline import COLORS, timeline_view
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.model import Explanation
 
-__all__ = ["evidence_page", "experiment_page", "index_page"]
+__all__ = ["evidence_page", "experiment_page", "index_page", "page_policy"]
 
 _WIDTH = 1000
 _LANE = 36
 _AXIS = 28
+
+
+@cache
+def page_policy() -> str:
+    """The pages' Content-Security-Policy: nothing from elsewhere, no framing, and of scripts
+    only the pages' own, pinned by their hashes (computed from the templates, so an edit to a
+    script cannot be forgotten here)."""
+    import base64
+    import hashlib
+    import re
+
+    loader = _environment().loader
+    assert loader is not None
+    hashes = []
+    for name in loader.list_templates():
+        source = loader.get_source(_environment(), name)[0]
+        for script in re.findall(r"<script>(.*?)</script>", source, re.DOTALL):
+            digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+            hashes.append(f"'sha256-{digest}'")
+    return (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+        f"script-src {' '.join(hashes) or chr(39) + 'none' + chr(39)}; connect-src 'self'; "
+        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
 
 
 @cache

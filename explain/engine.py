@@ -24,7 +24,9 @@ def explain_experiment(
     from whyjob.explain.hardware import implicated
 
     explanation = explain_scene(gather(index, name, namespace), rules)
-    explanation.implicated = implicated(index, explanation.experiment.name, explanation.attempts)
+    explanation.implicated = implicated(
+        index, explanation.experiment.namespace, explanation.experiment.name, explanation.attempts
+    )
     return explanation
 
 

@@ -147,24 +147,30 @@ def gather(index: SqliteIndex, name: str, namespace: str | None = None) -> Scene
         if pod.node:
             scene.pod_nodes.setdefault(pod.uid, pod.node)
     nodes = set(scene.pod_nodes.values())
+    # Nodes, instances, GPUs and groups are shared by tenants: their records that belong to
+    # another namespace's pods are that tenant's, never part of this story (nor its output).
     for ev in index.entity_evidence("node", nodes, scene.t0, scene.t1):
-        scene.by_node[ev.node or ""].append(ev)
+        if ev.namespace in (None, ns):
+            scene.by_node[ev.node or ""].append(ev)
     for binding in index.bindings("node.instance", subjects=nodes):
         scene.node_instance[binding.subject] = binding.object
     instances = set(scene.node_instance.values())
     for ev in index.entity_evidence("instance_id", instances, scene.t0, scene.t1):
-        scene.by_instance[ev.instance_id or ""].append(ev)
+        if ev.namespace in (None, ns):
+            scene.by_instance[ev.instance_id or ""].append(ev)
     for binding in index.bindings("instance.asg", subjects=instances):
         scene.instance_asg[binding.subject] = binding.object
     for ev in index.entity_evidence("asg", set(scene.instance_asg.values()), scene.t0, scene.t1):
-        scene.by_asg[ev.asg or ""].append(ev)
+        if ev.namespace in (None, ns):
+            scene.by_asg[ev.asg or ""].append(ev)
     for binding in index.bindings("gpu.node", objects=nodes):
         scene.node_gpus[binding.object].add(binding.subject)
     for binding in index.bindings("pod.gpu", subjects=[f"{ns}/{p.name}" for p in pods]):
         scene.pod_gpus[binding.subject].add(binding.object)
     gpus = {g for group in scene.node_gpus.values() for g in group}
     for ev in index.entity_evidence("gpu_uuid", gpus, scene.t0, scene.t1):
-        scene.by_gpu[ev.gpu_uuid or ""].append(ev)
+        if ev.namespace in (None, ns):
+            scene.by_gpu[ev.gpu_uuid or ""].append(ev)
 
     for bucket in (scene.by_pod, scene.by_node, scene.by_instance, scene.by_gpu, scene.by_asg):
         for records in bucket.values():

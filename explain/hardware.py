@@ -30,7 +30,8 @@ class NodeRecord:
     xids: dict[int, int] = field(default_factory=dict)  # hardware Xid -> times seen
     gpus: list[str] = field(default_factory=list)
     other_failures: int = 0
-    other_experiments: list[str] = field(default_factory=list)
+    other_experiments: list[str] = field(default_factory=list)  # of this namespace only
+    other_namespaces: int = 0  # namespaces whose runs it also ended, counted, never named
     suspect: bool = False
     advice: str = ""
 
@@ -44,12 +45,15 @@ class NodeRecord:
             "gpus": self.gpus,
             "other_failures": self.other_failures,
             "other_experiments": self.other_experiments,
+            "other_namespaces": self.other_namespaces,
             "suspect": self.suspect,
             "advice": self.advice,
         }
 
 
-def implicated(index: SqliteIndex, experiment: str, attempts: list[Attempt]) -> list[NodeRecord]:
+def implicated(
+    index: SqliteIndex, namespace: str, experiment: str, attempts: list[Attempt]
+) -> list[NodeRecord]:
     """A record for each node under a hardware-class failure of this experiment."""
     by_node: dict[str, int] = {}
     for attempt in attempts:
@@ -77,14 +81,21 @@ def implicated(index: SqliteIndex, experiment: str, attempts: list[Attempt]) -> 
                 counts[code] += 1
                 hit_gpus.add(ev.gpu_uuid or str(ev.attrs.get("pci") or "?"))
         record.xids, record.gpus = dict(counts), sorted(hit_gpus)
-        others = [p for p in index.pods_on_node(node, since, until) if p.experiment != experiment]
-        failed_experiments: set[str] = set()
+        others = [
+            p
+            for p in index.pods_on_node(node, since, until)
+            if (p.namespace, p.experiment) != (namespace, experiment)
+        ]
+        failed_experiments: set[tuple[str | None, str]] = set()
         if others:
             for ev in index.pod_evidence([p.uid for p in others], since, until):
                 if ev.kind == "container.terminated" and ev.attrs.get("exit_code") not in (0, None):
                     record.other_failures += 1
-                    failed_experiments.add(ev.experiment or ev.pod or "?")
-        record.other_experiments = sorted(failed_experiments)
+                    failed_experiments.add((ev.namespace, ev.experiment or ev.pod or "?"))
+        # Other tenants' runs are counted, never named: the explanation is served to anyone
+        # who may read this experiment's namespace, and theirs may be hidden from them.
+        record.other_experiments = sorted(n for ns, n in failed_experiments if ns == namespace)
+        record.other_namespaces = len({ns for ns, _ in failed_experiments if ns != namespace})
         record.suspect = sum(counts.values()) >= 2 or bool(counts and record.other_failures)
         if record.suspect:
             record.advice = (

@@ -34,6 +34,7 @@ def test_a_node_that_ended_other_jobs_with_repeated_xids_is_a_suspect(index: Sql
     index.upsert_pods([
         PodRecord("ua", "ml", "exp-a-0", seen=T, experiment="exp-a", node=NODE),
         PodRecord("ub", "vision", "exp-b-0", seen=T - 86_400_000, experiment="exp-b", node=NODE),
+        PodRecord("uc", "ml", "exp-c-0", seen=T - 86_400_000, experiment="exp-c", node=NODE),
     ])  # fmt: skip
     index.bind([Binding("gpu.node", "GPU-1", NODE, T - 2 * 86_400_000, T)])
     index.write([
@@ -41,17 +42,23 @@ def test_a_node_that_ended_other_jobs_with_repeated_xids_is_a_suspect(index: Sql
         _xid(2, 79, T - 5_000),
         _xid(3, 13, T - 60_000),  # an application Xid: not held against the node
         Evidence(evidence_id("k8s.pod", "ub", "t"), T - 86_400_000 + 2000, "k8s.pod", "container.terminated", "exit 1",
-                 pod_uid="ub", pod="exp-b-0", experiment="exp-b", node=NODE, attrs={"exit_code": 1, "restart": 0}),
+                 namespace="vision", pod_uid="ub", pod="exp-b-0", experiment="exp-b", node=NODE,
+                 attrs={"exit_code": 1, "restart": 0}),
+        Evidence(evidence_id("k8s.pod", "uc", "t"), T - 86_400_000 + 3000, "k8s.pod", "container.terminated", "exit 1",
+                 namespace="ml", pod_uid="uc", pod="exp-c-0", experiment="exp-c", node=NODE,
+                 attrs={"exit_code": 1, "restart": 0}),
         _xid(4, 79, T - 30 * 86_400_000),  # a month ago: outside the window
     ])  # fmt: skip
-    (record,) = implicated(index, "exp-a", [_attempt("gpu.xid")])
+    (record,) = implicated(index, "ml", "exp-a", [_attempt("gpu.xid")])
     assert record.node == NODE and record.xids == {48: 1, 79: 1}
-    assert record.other_failures == 1 and record.other_experiments == ["exp-b"]
+    # The other team's run is counted but never named: the explanation is served to "ml".
+    assert record.other_failures == 2 and record.other_experiments == ["exp-c"]
+    assert record.other_namespaces == 1 and "vision" not in str(record.to_json())
     assert record.suspect and record.advice.startswith(f"cordon {NODE}")
 
 
 def test_only_hardware_class_failures_open_a_record(index: SqliteIndex) -> None:
     index.write([_xid(1, 79, T - 5_000)])
-    assert implicated(index, "exp-a", [_attempt("app.exception")]) == []
-    (record,) = implicated(index, "exp-a", [_attempt("node.not_ready")])
+    assert implicated(index, "ml", "exp-a", [_attempt("app.exception")]) == []
+    (record,) = implicated(index, "ml", "exp-a", [_attempt("node.not_ready")])
     assert not record.suspect and record.advice == "one hardware Xid this week: watch it"
