@@ -34,6 +34,7 @@ COLLECTOR_KEYS: Final[Mapping[str, Mapping[str, tuple[str, Any]]]] = {
         "resources": ("list", ["events.k8s.io", "pods", "nodes"]),
         "page_size": ("int", 500),
         "watch_timeout": ("duration", 300.0),
+        "watch_silence": ("duration", 180.0),
         "capture": ("bool", True),
         "capture_tail_lines": ("int", 500),
         "capture_all_pods": ("bool", False),

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from whyjob.collector.ingest import podlogs
-from whyjob.collector.ingest.base import Context, IngestOptions, Item
+from whyjob.collector.ingest.base import Context, IngestOptions, Item, Rejected, guarded
 from whyjob.collector.ingest.formats import parse_k8s_object
 from whyjob.collector.live.backoff import Backoff
 from whyjob.collector.live.health import Health
@@ -68,6 +68,9 @@ class KubernetesOptions:
     resources: tuple[str, ...] = ("events.k8s.io", "pods", "nodes")
     page_size: int = 500
     watch_timeout_s: int = 300  # the server ends a watch after this; the loop starts another
+    # Bookmarks arrive about once a minute on a quiet watch: this long without a byte (not even
+    # a bookmark) means the watch hung, and it is reopened from the last resourceVersion.
+    watch_silence_s: float = 180.0
     batch_size: int = 1000  # records per batch handed to the writer
     batch_wait_s: float = 0.25  # or this long after the first record of a batch
     capture: bool = True  # capture at failure time
@@ -75,6 +78,10 @@ class KubernetesOptions:
     capture_all_pods: bool = False  # capture for every pod, not only experiment members
     capture_workers: int = 4
     ingest: IngestOptions = field(default_factory=IngestOptions)
+
+
+class WatchError(RuntimeError):
+    """The server ended a watch with an ERROR event other than 410."""
 
 
 class Expired(Exception):
@@ -223,6 +230,11 @@ class KubernetesCollector:
         self._open: set[Any] = set()  # watch responses being read, closed to stop at once
         self._pending: dict[str, _Pending] = {}
         self._open_lock = threading.Lock()
+        # The last resourceVersion each resource's watch received (event or bookmark), and
+        # whether the current watch streamed anything: a cut watch resumes from the former,
+        # and a watch that streamed before it was cut starts its back-off afresh.
+        self._received: dict[str, str] = {}
+        self._streamed: dict[str, bool] = {}
 
     # -- running -------------------------------------------------------------------------------
 
@@ -259,6 +271,7 @@ class KubernetesCollector:
         backoff = Backoff(stop)
         rv = self._resume.get(resource.name)
         while not stop.is_set():
+            self._streamed[resource.name] = False
             try:
                 if rv is None:
                     rv = self._list(resource, stop)
@@ -269,6 +282,12 @@ class KubernetesCollector:
                 self.health.count(who, "expired")
                 rv = None  # relist: what the watch missed is still in the list, or gone for good
             except Exception as exc:  # any failure is retried; the message is kept
+                if rv is not None:
+                    # Resume after what was received, not from where this watch started:
+                    # replaying it would only end in 410 and a relist.
+                    rv = self._received.get(resource.name, rv)
+                if self._streamed[resource.name]:
+                    backoff.reset()  # a healthy watch that was cut: reconnect at once
                 status = getattr(exc, "status", None)
                 self.health.error(who, f"{type(exc).__name__}: {status or ''} {exc}".strip())
                 if status == 429:
@@ -304,16 +323,15 @@ class KubernetesCollector:
 
     def _watch(self, resource: Resource, rv: str, stop: threading.Event) -> str:
         """Stream changes after `rv` until the server ends the watch; returns the last rv."""
-        who = f"kubernetes/{resource.name}"
         response = self._call(
             resource,
             watch=True,
             resource_version=rv,
             allow_watch_bookmarks=True,
             timeout_seconds=self.options.watch_timeout_s,
-            # A half-open connection must not hang the watch for ever: the server ends it after
-            # timeout_seconds, so a read that waits much longer means the link is dead.
-            _request_timeout=(10, self.options.watch_timeout_s + 60),
+            # A read timeout is per read: silence past it (no event, no bookmark) means the
+            # watch hung or the link is half-open, and the watch is reopened.
+            _request_timeout=(10, self.options.watch_silence_s),
         )
         pending = self._pending[resource.name] = _Pending(resource)
         with self._open_lock:
@@ -322,23 +340,13 @@ class KubernetesCollector:
             for line in _lines(response):
                 if stop.is_set():
                     break
-                event = orjson.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise Expired(obj.get("message") or "resourceVersion expired")
-                    raise RuntimeError(f"watch error: {obj.get('message') or obj}")
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                if kind == "BOOKMARK":
-                    pending.add([], rv)
-                    self._flush(pending)
-                    self.health.ok(who)
-                    continue
-                if kind == "DELETED":
-                    self._forget(resource, obj)
-                    if resource.kind != "Pod":
-                        continue  # a deleted event or node says nothing new
-                pending.add(self._parse(resource, obj, forced=False), rv)
+                try:
+                    rv = self._on_event(resource, pending, line, rv)
+                except (Expired, WatchError):
+                    raise
+                except Exception as exc:  # a poisoned event costs itself, never the stream
+                    reason = f"unreadable watch event ({type(exc).__name__}: {str(exc)[:200]})"
+                    pending.add([Rejected(None, reason, bytes(line[:65536]))], rv)
                 if pending.size >= self.options.batch_size:
                     self._flush(pending)
         except Exception:
@@ -350,6 +358,30 @@ class KubernetesCollector:
                 self._open.discard(response)
             response.release_conn()
             self._flush(pending)
+        return rv
+
+    def _on_event(self, resource: Resource, pending: _Pending, line: bytes, rv: str) -> str:
+        """Read one watch event into `pending`; returns the resourceVersion it brings."""
+        who = f"kubernetes/{resource.name}"
+        event = orjson.loads(line)
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise Expired(obj.get("message") or "resourceVersion expired")
+            raise WatchError(f"watch error: {obj.get('message') or obj}")
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+        self._received[resource.name] = rv
+        self._streamed[resource.name] = True
+        if kind == "BOOKMARK":
+            pending.add([], rv)
+            self._flush(pending)
+            self.health.ok(who)
+            return rv
+        if kind == "DELETED":
+            self._forget(resource, obj)
+            if resource.kind != "Pod":
+                return rv  # a deleted event or node says nothing new
+        pending.add(self._parse(resource, obj, forced=False), rv)
         return rv
 
     def _flush(self, pending: _Pending) -> None:
@@ -391,6 +423,10 @@ class KubernetesCollector:
         return Context(f"kubernetes:{resource.name}", self.options.ingest)
 
     def _parse(self, resource: Resource, obj: Mapping[str, Any], *, forced: bool) -> list[Item]:
+        # An object no reader can handle is quarantined with its bytes; the stream goes on.
+        return guarded(self._read(resource, obj, forced=forced), None, obj)
+
+    def _read(self, resource: Resource, obj: Mapping[str, Any], *, forced: bool) -> Iterator[Item]:
         ctx = self._context(resource)
         items = list(parse_k8s_object(ctx, obj, resource.kind, None))
         meta = obj.get("metadata") or {}
@@ -408,7 +444,7 @@ class KubernetesCollector:
                 items = [
                     i for i in items if not (isinstance(i, Evidence) and i.kind == "node.snapshot")
                 ]
-        return items
+        yield from items
 
     def _forget(self, resource: Resource, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -559,6 +595,7 @@ def options_from(settings: Mapping[str, Any], ingest: IngestOptions) -> Kubernet
         resources=tuple(settings["resources"]),
         page_size=settings["page_size"],
         watch_timeout_s=int(settings["watch_timeout"]),
+        watch_silence_s=settings["watch_silence"],
         capture=settings["capture"],
         capture_tail_lines=settings["capture_tail_lines"],
         capture_all_pods=settings["capture_all_pods"],

@@ -293,3 +293,83 @@ def test_kill_9_mid_stream_then_restart_loses_and_duplicates_nothing(
     watches = [r for r in api.requests if r.path == "/api/v1/events" and "watch" in r.query]
     assert len(lists) == 1, "the restart resumed the watch from the committed resourceVersion"
     assert any(r.query.get("resourceVersion") == resume for r in watches[1:])
+
+
+def _watches(api: KubeAPI, path: str = "/api/v1/events") -> list[dict[str, str]]:
+    return [r.query for r in api.requests if r.path == path and "watch" in r.query]
+
+
+def test_a_cut_watch_resumes_after_the_last_event_it_received(api: KubeAPI, start: Start) -> None:
+    run = start(resources=("events",))
+    api.wait_for_watchers(1)
+    started_at = _watches(api)[-1]["resourceVersion"]
+    _events(api, 10, "r")
+    _wait(lambda: (run.writer.flush() or True) and len(_event_names(run.index)) == 10)
+    received = str(api.resource_version)
+    assert api.drop_watches() == 1
+    _wait(lambda: len(_watches(api)) == 2)
+    run.halt()
+    resumed = _watches(api)[-1]["resourceVersion"]
+    # Not from where the cut watch started: that would replay ten events, and, after a
+    # compaction, end in 410 and a relist.
+    assert int(resumed) > int(started_at) and int(resumed) >= int(received) - 1
+
+
+def test_cuts_of_a_healthy_watch_do_not_escalate_the_back_off(api: KubeAPI, start: Start) -> None:
+    run = start(resources=("events",))
+    api.wait_for_watchers(1)
+    for n in range(8):  # without a reset the eighth wait would be up to a minute
+        _events(api, 1, f"s{n}")
+        _wait(lambda n=n: (run.writer.flush() or True) and len(_event_names(run.index)) == n + 1)
+        assert api.drop_watches() == 1
+        api.wait_for_watchers(1, timeout=5)
+    run.halt()
+    assert run.health.counters[("kubernetes/events", "reconnects")] >= 8
+
+
+def test_a_silent_watch_is_taken_as_hung_and_reopened(tmp_path: Path) -> None:
+    """No bookmark for longer than watch_silence: the watch is reopened from where it was,
+    and what happens next is still collected."""
+    with KubeAPI(bookmark_interval=3600) as server:
+        index = SqliteIndex(tmp_path / "index.sqlite")
+        health = Health()
+        writer = Writer(index, health).start()
+        options = KubernetesOptions(
+            watch_timeout_s=300, watch_silence_s=0.5, batch_wait_s=0.05, resources=("events",)
+        )
+        collector = KubernetesCollector(
+            api_client_from({"kubeconfig": server.write_kubeconfig(tmp_path / "kubeconfig")}),
+            writer,
+            health,
+            {},
+            options,
+        )
+        stop = threading.Event()
+        collector.start(stop)
+        try:
+            _wait(lambda: len(_watches(server)) >= 3)  # reopened twice in silence
+            names = _events(server, 3, "t")
+            _wait(lambda: (writer.flush() or True) and _event_names(index) == sorted(names))
+        finally:
+            stop.set()
+            collector.join(10)
+            writer.stop()
+            index.close()
+        lists = [
+            r for r in server.requests if r.path == "/api/v1/events" and "watch" not in r.query
+        ]
+        assert len(lists) == 1  # reopened from its resourceVersion, never relisted
+
+
+def test_a_poisoned_pod_is_quarantined_and_the_stream_goes_on(api: KubeAPI, start: Start) -> None:
+    run = start(resources=("pods",))
+    api.wait_for_watchers(1)
+    poisoned = make_pod("ml", "gpt-p-worker-0", NODE)
+    poisoned["status"]["containerStatuses"] = ["not an object"]
+    api.create("pods", poisoned)
+    api.create("pods", make_pod("ml", "gpt-p-worker-1", NODE))
+    _wait(lambda: (run.writer.flush() or True) and _count(run.index, "pod.snapshot") == 1)
+    run.halt()
+    (row,) = run.index.quarantined()
+    assert "could not read this record" in row[4] and b"gpt-p-worker-0" in (row[5] or b"")
+    assert run.health.counters[("kubernetes/pods", "reconnects")] == 0
