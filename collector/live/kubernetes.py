@@ -80,6 +80,10 @@ class KubernetesOptions:
     ingest: IngestOptions = field(default_factory=IngestOptions)
 
 
+# A 503 or a dropped connection on /log is retried: the log disappears with the next restart.
+_CAPTURE_TRIES = 4
+
+
 class WatchError(RuntimeError):
     """The server ended a watch with an ERROR event other than 410."""
 
@@ -480,6 +484,10 @@ class KubernetesCollector:
             last = (cs.get("lastState") or {}).get("terminated")
             if current:  # terminated now: this run's log is the current one
                 ended, run, previous = current, restarts, False
+            elif last and (cs.get("state") or {}).get("waiting") is not None:
+                # In back-off no new container exists yet: restartCount is still the dead
+                # container's index (its log file is N.log), and its log is the "previous".
+                ended, run, previous = last, restarts, True
             elif last:  # restarted already: the ended run's log is the previous one
                 ended, run, previous = last, max(restarts - 1, 0), True
             else:
@@ -493,8 +501,26 @@ class KubernetesCollector:
             if first_sight and not self._recent(ended.get("finishedAt")):
                 continue  # an old termination met on the first list: its log is long gone
             self._capture_pool.submit(
-                self._capture, namespace, name, uid, container, run, previous, spec.get("nodeName")
+                self._capture,
+                namespace,
+                name,
+                uid,
+                container,
+                run,
+                previous,
+                spec.get("nodeName"),
+                ended.get("containerID"),
             )
+
+    def _still_previous(self, namespace: str, name: str, container: str, container_id: str) -> bool:
+        """Is the container run that ended still the one `previous=true` reads?"""
+        response: Any = self._core.read_namespaced_pod(name, namespace, _preload_content=False)
+        pod = orjson.loads(response.data)
+        for cs in (pod.get("status") or {}).get("containerStatuses") or ():
+            if cs.get("name") == container:
+                last = (cs.get("lastState") or {}).get("terminated") or {}
+                return last.get("containerID") in (None, container_id)
+        return False
 
     @staticmethod
     def _recent(finished: Any, within_s: float = 600) -> bool:
@@ -512,24 +538,47 @@ class KubernetesCollector:
         restart: int,
         previous: bool,
         node: str | None,
+        container_id: str | None = None,
     ) -> None:
         who = "kubernetes/capture"
         items: list[Item] = []
-        try:
-            raw: Any = self._core.read_namespaced_pod_log(
-                name,
-                namespace,
-                container=container,
-                previous=previous,
-                tail_lines=self.options.capture_tail_lines,
-                timestamps=True,
-                _preload_content=False,
-            )
-            text = raw.data.decode("utf-8", "replace")
-            items += _log_items(self.options.ingest, namespace, name, uid, container, restart, text)
-            self.health.count(who, "logs")
-        except Exception as exc:  # a log that is gone already is a note, not a crash
-            self.health.error(who, f"log of {namespace}/{name}/{container}: {exc}", down=False)
+        backoff = Backoff(threading.Event(), base_s=0.5, cap_s=8.0)
+        for attempt in range(_CAPTURE_TRIES):
+            try:
+                if (
+                    previous
+                    and container_id
+                    and not self._still_previous(namespace, name, container, container_id)
+                ):
+                    # The container restarted again since: "previous" is now a later run, whose
+                    # log filed under this one would be wrong. This run's log is gone.
+                    self.health.count(who, "too_late")
+                    break
+                raw: Any = self._core.read_namespaced_pod_log(
+                    name,
+                    namespace,
+                    container=container,
+                    previous=previous,
+                    tail_lines=self.options.capture_tail_lines,
+                    timestamps=True,
+                    _preload_content=False,
+                )
+                text = raw.data.decode("utf-8", "replace")
+                items += _log_items(
+                    self.options.ingest, namespace, name, uid, container, restart, text
+                )
+                self.health.count(who, "logs")
+                break
+            except Exception as exc:  # a log that is gone already is a note, not a crash
+                status = getattr(exc, "status", None)
+                transient = status is None or status >= 500 or status == 429
+                if not transient or attempt + 1 == _CAPTURE_TRIES:
+                    self.health.error(
+                        who, f"log of {namespace}/{name}/{container}: {exc}", down=False
+                    )
+                    break
+                self.health.count(who, "retries")
+                backoff.wait()
         if node:
             try:
                 response: Any = self._core.read_node(node, _preload_content=False)

@@ -976,6 +976,7 @@ class KubeAPI:
         self._logs: dict[tuple[str, str, str, bool], list[tuple[int, str]]] = {}
         self._requests: list[Request] = []
         self._throttle = 0
+        self._failing: dict[str, list[int]] = {}  # path suffix -> statuses still to answer
         self._retry_after = 1
         self._stopping = False
         self._server: _Server | None = None
@@ -1159,6 +1160,12 @@ class KubeAPI:
         with self._cond:
             self._throttle = n
             self._retry_after = retry_after
+
+    def fail(self, path_suffix: str, statuses: list[int]) -> None:
+        """Answer the next requests whose path ends with ``path_suffix`` with these statuses
+        in turn (a 500 on a LIST, a 503 on a pod's /log), then serve them again."""
+        with self._cond:
+            self._failing[path_suffix] = list(statuses)
 
     def set_log(
         self,
@@ -1362,9 +1369,20 @@ class _Handler(BaseHTTPRequestHandler):
             if authorized and throttled:
                 api._throttle -= 1
             retry_after = api._retry_after
+            failure = next(
+                (
+                    codes.pop(0)
+                    for suffix, codes in api._failing.items()
+                    if codes and path.endswith(suffix)
+                ),
+                None,
+            )
         try:
             if not authorized:
                 self._send_json(401, _status(401, "Unauthorized", "Unauthorized"))
+            elif failure is not None:
+                reason = {500: "InternalError", 503: "ServiceUnavailable"}.get(failure, "Failure")
+                self._send_json(failure, _status(failure, reason, "injected by the test"))
             elif throttled:
                 body = _status(
                     429,

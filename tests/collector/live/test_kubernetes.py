@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -373,3 +374,58 @@ def test_a_poisoned_pod_is_quarantined_and_the_stream_goes_on(api: KubeAPI, star
     (row,) = run.index.quarantined()
     assert "could not read this record" in row[4] and b"gpt-p-worker-0" in (row[5] or b"")
     assert run.health.counters[("kubernetes/pods", "reconnects")] == 0
+
+
+def _failed_again(api: KubeAPI, running: dict[str, Any], restarts: int, **state: Any) -> None:
+    api.update(
+        "pods",
+        make_pod(
+            "ml",
+            running["metadata"]["name"],
+            NODE,
+            job="gpt-z",
+            uid=running["metadata"]["uid"],
+            restart_count=restarts,
+            last_terminated={
+                "exitCode": 1,
+                "reason": "Error",
+                "finishedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+            **state,
+        ),
+    )
+
+
+def _captured_runs(index: SqliteIndex) -> list[int]:
+    import orjson
+
+    rows = index._db.execute("SELECT attrs FROM evidence WHERE kind = 'log.error'").fetchall()
+    return sorted(orjson.loads(attrs)["restart"] for (attrs,) in rows)
+
+
+def test_in_back_off_the_log_is_filed_to_the_dead_containers_index(
+    api: KubeAPI, start: Start
+) -> None:
+    """CrashLoopBackOff: no new container yet, so restartCount (2) is still the index of the
+    run that died, as the kubelet numbers its log file (2.log) and the pod reader numbers it."""
+    running = make_pod("ml", "gpt-z-worker-2", NODE, job="gpt-z")
+    api.create("pods", running)
+    run = start(resources=("pods",))
+    api.wait_for_watchers(1)
+    api.set_log("ml", "gpt-z-worker-2", "pytorch", "KeyError: 'input_ids'", previous=True)
+    _failed_again(api, running, 2, waiting=("CrashLoopBackOff", "back-off 40s restarting"))
+    _wait(lambda: (run.writer.flush() or True) and _captured_runs(run.index) == [2])
+    run.halt()
+
+
+def test_a_503_on_the_log_is_retried_not_lost(api: KubeAPI, start: Start) -> None:
+    running = make_pod("ml", "gpt-z-worker-3", NODE, job="gpt-z")
+    api.create("pods", running)
+    run = start(resources=("pods",))
+    api.wait_for_watchers(1)
+    api.set_log("ml", "gpt-z-worker-3", "pytorch", "KeyError: 'input_ids'", previous=True)
+    api.fail("/pods/gpt-z-worker-3/log", [503, 503])
+    _failed_again(api, running, 1)
+    _wait(lambda: (run.writer.flush() or True) and _captured_runs(run.index) == [0])
+    run.halt()
+    assert run.health.counters[("kubernetes/capture", "retries")] == 2
