@@ -429,3 +429,16 @@ def test_a_503_on_the_log_is_retried_not_lost(api: KubeAPI, start: Start) -> Non
     _wait(lambda: (run.writer.flush() or True) and _captured_runs(run.index) == [0])
     run.halt()
     assert run.health.counters[("kubernetes/capture", "retries")] == 2
+
+
+def test_a_500_on_the_list_costs_a_retry_not_the_events(api: KubeAPI, start: Start) -> None:
+    before = _events(api, 5, "u")
+    api.fail("/api/v1/events", [500])  # the first LIST fails; the next one is served
+    run = start(resources=("events",))
+    api.wait_for_watchers(1, timeout=5)
+    after = _events(api, 5, "v")
+    _wait(lambda: (run.writer.flush() or True) and len(_event_names(run.index)) == 10)
+    run.halt()
+    assert _event_names(run.index) == sorted(before + after)
+    lists = [r for r in api.requests if r.path == "/api/v1/events" and "watch" not in r.query]
+    assert len(lists) == 2 and run.health.counters[("kubernetes/events", "reconnects")] == 1
