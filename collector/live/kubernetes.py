@@ -82,6 +82,11 @@ class KubernetesOptions:
 
 # A 503 or a dropped connection on /log is retried: the log disappears with the next restart.
 _CAPTURE_TRIES = 4
+_CAPTURE_KEY = "capture/"
+_CAPTURE_DONE = "done"
+# A capture owed across a restart is still tried this long after its run ended (the kubelet
+# keeps a dead container's log until the next restart of that container, or the pod's deletion).
+_CAPTURE_OWED_S = 6 * 3600.0
 
 
 class WatchError(RuntimeError):
@@ -239,10 +244,20 @@ class KubernetesCollector:
         # and a watch that streamed before it was cut starts its back-off afresh.
         self._received: dict[str, str] = {}
         self._streamed: dict[str, bool] = {}
+        # Captures owed, kept in the index as checkpoints (capture/<uid>/<container>/<run> ->
+        # the request as JSON, "done" once fetched): written with the pod batch whose
+        # resourceVersion they follow, so a crash between the two cannot lose one.
+        self._owed = {k: v for k, v in checkpoints.items() if k.startswith(_CAPTURE_KEY)}
+        self._marks: dict[str, str] = {}
+        self._marks_lock = threading.Lock()
 
     # -- running -------------------------------------------------------------------------------
 
     def start(self, stop: threading.Event) -> None:
+        if self.options.capture:
+            for key, token in self._owed.items():
+                if token != _CAPTURE_DONE:
+                    self._resume_capture(key, token)
         for resource in RESOURCES:
             if resource.name not in self.options.resources:
                 continue
@@ -414,6 +429,10 @@ class KubernetesCollector:
         self, resource: Resource, items: list[Item], rv: str | None, last_ts: int | None = None
     ) -> None:
         checkpoints = {_checkpoint_key(resource): rv} if rv else {}
+        if resource.kind == "Pod":
+            with self._marks_lock:
+                checkpoints.update(self._marks)
+                self._marks.clear()
         if not items and not checkpoints:
             return
         who = f"kubernetes/{resource.name}"
@@ -500,17 +519,22 @@ class KubernetesCollector:
             self._terminations[key] = mark
             if first_sight and not self._recent(ended.get("finishedAt")):
                 continue  # an old termination met on the first list: its log is long gone
-            self._capture_pool.submit(
-                self._capture,
-                namespace,
-                name,
-                uid,
-                container,
-                run,
-                previous,
-                spec.get("nodeName"),
-                ended.get("containerID"),
-            )
+            request = {
+                "namespace": namespace,
+                "name": name,
+                "uid": uid,
+                "container": container,
+                "restart": run,
+                "previous": previous,
+                "node": spec.get("nodeName"),
+                "container_id": ended.get("containerID"),
+                "finished": ended.get("finishedAt"),
+            }
+            with self._marks_lock:
+                self._marks[f"{_CAPTURE_KEY}{uid}/{container}/{run}"] = orjson.dumps(
+                    request
+                ).decode()
+            self._capture_pool.submit(self._capture, **request)
 
     def _still_previous(self, namespace: str, name: str, container: str, container_id: str) -> bool:
         """Is the container run that ended still the one `previous=true` reads?"""
@@ -539,9 +563,11 @@ class KubernetesCollector:
         previous: bool,
         node: str | None,
         container_id: str | None = None,
+        finished: str | None = None,
     ) -> None:
         who = "kubernetes/capture"
         items: list[Item] = []
+        settled = False  # fetched, or gone for good: either way no longer owed
         backoff = Backoff(threading.Event(), base_s=0.5, cap_s=8.0)
         for attempt in range(_CAPTURE_TRIES):
             try:
@@ -553,6 +579,7 @@ class KubernetesCollector:
                     # The container restarted again since: "previous" is now a later run, whose
                     # log filed under this one would be wrong. This run's log is gone.
                     self.health.count(who, "too_late")
+                    settled = True
                     break
                 raw: Any = self._core.read_namespaced_pod_log(
                     name,
@@ -568,10 +595,12 @@ class KubernetesCollector:
                     self.options.ingest, namespace, name, uid, container, restart, text
                 )
                 self.health.count(who, "logs")
+                settled = True
                 break
             except Exception as exc:  # a log that is gone already is a note, not a crash
                 status = getattr(exc, "status", None)
                 transient = status is None or status >= 500 or status == 429
+                settled = not transient  # a 4xx: the log is gone; a 5xx: owed to the next start
                 if not transient or attempt + 1 == _CAPTURE_TRIES:
                     self.health.error(
                         who, f"log of {namespace}/{name}/{container}: {exc}", down=False
@@ -588,9 +617,23 @@ class KubernetesCollector:
                 self.health.count(who, "nodes")
             except Exception as exc:
                 self.health.error(who, f"node {node}: {exc}", down=False)
-        if items:
-            self.writer.put(Batch(who, f"kubernetes:capture/{namespace}/{name}", items))
+        done = {f"{_CAPTURE_KEY}{uid}/{container}/{restart}": _CAPTURE_DONE} if settled else {}
+        if items or done:
+            self.writer.put(Batch(who, f"kubernetes:capture/{namespace}/{name}", items, done))
             self.health.ok(who)
+
+    def _resume_capture(self, key: str, token: str) -> None:
+        """A capture owed from before a restart: fetched now, if its run ended recently."""
+        try:
+            request = orjson.loads(token)
+            if not self._recent(request.get("finished"), within_s=_CAPTURE_OWED_S):
+                return
+            self._capture_pool.submit(self._capture, **request)
+            self.health.count("kubernetes/capture", "resumed")
+        except (orjson.JSONDecodeError, TypeError, AttributeError) as exc:
+            self.health.error(
+                "kubernetes/capture", f"{key}: unreadable owed capture: {exc}", down=False
+            )
 
 
 def _log_items(

@@ -442,3 +442,38 @@ def test_a_500_on_the_list_costs_a_retry_not_the_events(api: KubeAPI, start: Sta
     assert _event_names(run.index) == sorted(before + after)
     lists = [r for r in api.requests if r.path == "/api/v1/events" and "watch" not in r.query]
     assert len(lists) == 2 and run.health.counters[("kubernetes/events", "reconnects")] == 1
+
+
+def test_a_capture_owed_when_the_collector_stops_is_fetched_after_restart(
+    api: KubeAPI, start: Start
+) -> None:
+    """The pod batch that saw the failure is committed (its resourceVersion with it), but the
+    log could not be fetched before the collector went away: the capture is owed in the
+    index and fetched by the next start, which resumes the watch and does not relist."""
+    running = make_pod("ml", "gpt-z-worker-4", NODE, job="gpt-z")
+    api.create("pods", running)
+    first = start(resources=("pods",))
+    api.wait_for_watchers(1)
+    api.set_log("ml", "gpt-z-worker-4", "pytorch", "KeyError: 'input_ids'", previous=True)
+    api.fail("/pods/gpt-z-worker-4/log", [503] * 4)  # every try of this run fails
+    _failed_again(api, running, 1)
+    _wait(lambda: first.health.counters[("kubernetes/capture", "retries")] == 3, timeout=20)
+    first.writer.flush()
+    first.halt()
+    owed = first.index.checkpoints("capture/")
+    assert len(owed) == 1 and next(iter(owed.values())) != "done"
+    assert _captured_runs(first.index) == []
+    first.index.close()
+
+    again = start(resources=("pods",))
+    _wait(lambda: (again.writer.flush() or True) and _captured_runs(again.index) == [0])
+    _wait(
+        lambda: (
+            (again.writer.flush() or True)
+            and set(again.index.checkpoints("capture/").values()) == {"done"}
+        )
+    )
+    again.halt()
+    assert again.health.counters[("kubernetes/capture", "resumed")] == 1
+    lists = [r for r in api.requests if r.path == "/api/v1/pods" and "watch" not in r.query]
+    assert len(lists) == 1  # the second start resumed its watch: the capture came from the index
