@@ -1009,7 +1009,12 @@ def verify_request(
     if not signature.startswith("v0="):
         raise MalformedRequest("X-Slack-Signature is not a v0 signature")
     # slack_sdk's own verifier computes the v0 signature, so the base string stays Slack's.
-    expected = SignatureVerifier(signing_secret).generate_signature(timestamp=timestamp, body=body)
+    try:
+        expected = SignatureVerifier(signing_secret).generate_signature(
+            timestamp=timestamp, body=body
+        )
+    except UnicodeDecodeError:  # slack_sdk decodes the body; Slack only ever sends UTF-8
+        raise BadSignature("the body is not UTF-8, so Slack did not sign it") from None
     if expected is None or not hmac.compare_digest(
         expected.encode(), signature.encode("utf-8", "replace")
     ):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from whyjob.collector.admit import Unfit, admit
 from whyjob.collector.ingest.base import IngestOptions, Rejected
 from whyjob.collector.ingest.paste import read_paste
+from whyjob.collector.redaction import redact_record
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Evidence
 from whyjob.explain.diagnosis import Diagnosis, diagnose
@@ -39,9 +40,9 @@ def read_pasted(sources: Iterable[tuple[str, bytes]], options: IngestOptions) ->
                 continue
             try:  # the same check the index makes: a paste reads as its import would
                 if isinstance(item, Evidence):
-                    pasted.records.append(admit(item))
+                    pasted.records.append(redact_record(admit(item)))
                 elif isinstance(item, PodRecord):
-                    pasted.pods.append(admit(item))
+                    pasted.pods.append(redact_record(admit(item)))
             except Unfit as exc:
                 pasted.skipped.append((origin, None, f"unusable record: {exc}"))
     return pasted

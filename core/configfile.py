@@ -11,6 +11,7 @@ suggestion when a close key exists. Types: `str`, `path` (~ expanded), `bool`, `
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -38,13 +39,15 @@ def parse_size(value: object) -> int:
     """`64KiB`, `256MiB`, `1GiB`, or a number of bytes."""
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and int(value) > 0:
+        return int(value)
     if isinstance(value, str) and value[-3:] in _SIZES:
         try:
             number = float(value[:-3])
         except ValueError:
             pass
         else:
-            if number > 0:
+            if math.isfinite(number) and number * _SIZES[value[-3:]] >= 1:
                 return int(number * _SIZES[value[-3:]])
     raise ValueError(f"{value!r} is not a size (64KiB, 256MiB, 1GiB or bytes)")
 

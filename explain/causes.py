@@ -299,7 +299,7 @@ def _root_before_symptoms(found: list[Found], skew_ms: int) -> list[Found]:
 # Frameworks print their farewell from `finally` blocks and teardown hooks (detectron2's
 # "Overall training speed", a progress bar closed at 100%), so a failure this shortly before the
 # finish line is what ended the run, not an error it survived.
-_FAREWELL_MS = 120_000
+_FAREWELL_MS = 10_000
 
 
 def _completed_unless_failed_after(found: list[Found]) -> list[Found]:

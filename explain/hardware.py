@@ -87,11 +87,13 @@ def implicated(
             if (p.namespace, p.experiment) != (namespace, experiment)
         ]
         failed_experiments: set[tuple[str | None, str]] = set()
+        owner = {p.uid: p.namespace for p in others}  # a record may not name its namespace
         if others:
-            for ev in index.pod_evidence([p.uid for p in others], since, until):
+            for ev in index.pod_evidence(list(owner), since, until):
                 if ev.kind == "container.terminated" and ev.attrs.get("exit_code") not in (0, None):
                     record.other_failures += 1
-                    failed_experiments.add((ev.namespace, ev.experiment or ev.pod or "?"))
+                    space = owner.get(ev.pod_uid or "", ev.namespace)
+                    failed_experiments.add((space, ev.experiment or ev.pod or "?"))
         # Other tenants' runs are counted, never named: the explanation is served to anyone
         # who may read this experiment's namespace, and theirs may be hidden from them.
         record.other_experiments = sorted(n for ns, n in failed_experiments if ns == namespace)

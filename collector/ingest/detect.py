@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import orjson
+
 from whyjob.collector.ingest import formats, podlogs
 from whyjob.collector.ingest.base import (
     Context,
@@ -96,8 +98,19 @@ def _looks_like_json(data: bytes) -> bool:
     head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
     if head[:1] in (b"{", b"[") and not _DMESG_START.match(head):
         return True
-    lines = [line.lstrip() for line in data[:8192].split(b"\n")[:_SNIFF_LINES] if line.strip()]
-    return len(lines) > 2 and sum(line[:1] == b"{" for line in lines) * 2 > len(lines)
+    lines = [line.strip() for line in data[:8192].split(b"\n")[:_SNIFF_LINES] if line.strip()]
+    return len(lines) > 2 and sum(_whole_json(line) for line in lines) * 2 > len(lines)
+
+
+def _whole_json(line: bytes) -> bool:
+    """A line that is a JSON object by itself (a Python dict printed by a trainer is not)."""
+    if not line.startswith(b"{"):
+        return False
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _looks_like_yaml(lines: list[tuple[int, str]]) -> bool:
@@ -110,6 +123,8 @@ def _looks_like_yaml(lines: list[tuple[int, str]]) -> bool:
 
 def read(ctx: Context, data: bytes) -> tuple[str, Iterator[Item] | None]:
     """The format name and the parsed items, or (reason, None) when nothing reads it."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 (PowerShell's `>`): read as UTF-8
+        data = data.decode("utf-16", "replace").encode("utf-8")
     forced = ctx.options.fmt
     if (forced is None or forced in _JSON_NAMES | {formats.DOCKER_LOG}) and _looks_like_json(data):
         return _route_json(ctx, data, forced)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
+from urllib3.exceptions import HTTPError
 
 from whyjob.collector.ingest import podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, Rejected, guarded
@@ -82,8 +83,9 @@ class KubernetesOptions:
 
 # A 503 or a dropped connection on /log is retried: the log disappears with the next restart.
 _CAPTURE_TRIES = 4
+_CONNECTION_ERRORS = (OSError, HTTPError)  # urllib3's errors, and the socket's
 _CAPTURE_KEY = "capture/"
-_CAPTURE_DONE = "done"
+_DONE_KEY = "capture-done/"
 # A capture owed across a restart is still tried this long after its run ended (the kubelet
 # keeps a dead container's log until the next restart of that container, or the pod's deletion).
 _CAPTURE_OWED_S = 6 * 3600.0
@@ -245,19 +247,25 @@ class KubernetesCollector:
         self._received: dict[str, str] = {}
         self._streamed: dict[str, bool] = {}
         # Captures owed, kept in the index as checkpoints (capture/<uid>/<container>/<run> ->
-        # the request as JSON, "done" once fetched): written with the pod batch whose
-        # resourceVersion they follow, so a crash between the two cannot lose one.
-        self._owed = {k: v for k, v in checkpoints.items() if k.startswith(_CAPTURE_KEY)}
+        # the request as JSON; capture-done/... once fetched or gone): a request is written
+        # with the pod batch whose resourceVersion it follows, so a crash between the two
+        # cannot lose it.
+        self._owed = {
+            k: v
+            for k, v in checkpoints.items()
+            if k.startswith(_CAPTURE_KEY) and _DONE_KEY + k[len(_CAPTURE_KEY) :] not in checkpoints
+        }
         self._marks: dict[str, str] = {}
         self._marks_lock = threading.Lock()
+        self._stop = threading.Event()  # the run's stop event, once started
 
     # -- running -------------------------------------------------------------------------------
 
     def start(self, stop: threading.Event) -> None:
+        self._stop = stop
         if self.options.capture:
             for key, token in self._owed.items():
-                if token != _CAPTURE_DONE:
-                    self._resume_capture(key, token)
+                self._resume_capture(key, token)
         for resource in RESOURCES:
             if resource.name not in self.options.resources:
                 continue
@@ -294,10 +302,12 @@ class KubernetesCollector:
             try:
                 if rv is None:
                     rv = self._list(resource, stop)
+                    self._received[resource.name] = rv  # what a cut watch resumes from now
                     self.health.count(who, "relists")
                 rv = self._watch(resource, rv, stop)
                 backoff.reset()
             except Expired:
+                self._received.pop(resource.name, None)
                 self.health.count(who, "expired")
                 rv = None  # relist: what the watch missed is still in the list, or gone for good
             except Exception as exc:  # any failure is retried; the message is kept
@@ -568,7 +578,7 @@ class KubernetesCollector:
         who = "kubernetes/capture"
         items: list[Item] = []
         settled = False  # fetched, or gone for good: either way no longer owed
-        backoff = Backoff(threading.Event(), base_s=0.5, cap_s=8.0)
+        backoff = Backoff(self._stop, base_s=0.5, cap_s=8.0)
         for attempt in range(_CAPTURE_TRIES):
             try:
                 if (
@@ -599,7 +609,13 @@ class KubernetesCollector:
                 break
             except Exception as exc:  # a log that is gone already is a note, not a crash
                 status = getattr(exc, "status", None)
-                transient = status is None or status >= 500 or status == 429
+                # A 5xx or 429, or the connection failing: worth another try. Anything else
+                # (a 4xx: the log is gone; a bug) is not.
+                transient = (
+                    isinstance(exc, _CONNECTION_ERRORS)
+                    if status is None
+                    else status >= 500 or status == 429
+                )
                 settled = not transient  # a 4xx: the log is gone; a 5xx: owed to the next start
                 if not transient or attempt + 1 == _CAPTURE_TRIES:
                     self.health.error(
@@ -617,7 +633,9 @@ class KubernetesCollector:
                 self.health.count(who, "nodes")
             except Exception as exc:
                 self.health.error(who, f"node {node}: {exc}", down=False)
-        done = {f"{_CAPTURE_KEY}{uid}/{container}/{restart}": _CAPTURE_DONE} if settled else {}
+        # Its own key, not the request's: the pod batch that carries the request may commit
+        # after this one, and must not make a finished capture owed again.
+        done = {f"{_DONE_KEY}{uid}/{container}/{restart}": "1"} if settled else {}
         if items or done:
             self.writer.put(Batch(who, f"kubernetes:capture/{namespace}/{name}", items, done))
             self.health.ok(who)

@@ -112,6 +112,10 @@ def test_the_slash_command_is_signed_and_reads_only_what_it_is_granted(
         odd: dict[str, str | bytes] = {**_signed(body), "X-Slack-Request-Timestamp": hostile}
         refusal = client.post("/slack/command", content=body, headers=odd)
         assert refusal.status_code == 401 and refusal.json()["error"] == "malformed", hostile
+    # A body that is not UTF-8 cannot be Slack's: a clean 401, not a 500.
+    garbled = b"text=\xff\xfe"
+    refusal = client.post("/slack/command", content=garbled, headers=_signed("text=x"))
+    assert refusal.status_code == 401 and refusal.json()["error"] == "bad_signature"
     # A body over the cap is refused before it is read whole or its signature checked.
     huge = b"text=" + b"x" * (1 << 20)
     assert client.post("/slack/command", content=huge, headers=_signed(huge)).status_code == 413

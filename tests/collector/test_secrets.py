@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -99,8 +100,41 @@ def test_ordinary_text_is_left_alone() -> None:
         "key: nvidia.com/gpu operator: Exists effect: NoSchedule",
         "https://github.com/pytorch/pytorch/issues/1",
         "loss=2.31 step=400 lr=3e-4",
+        "pad_token_id: 50256, label_key: labels, cache_key=abc123, partition_key: user_id",
+        '{"secret": true, "token": 512}',
+        'MountVolume.SetUp failed for volume "db-secret" : secret "db-secret" not found',
+        "secret:\n    secretName: creds",
+        "eos_token: </s>, pad_token: <pad>, unk_token: [UNK]",
     ):
-        assert redact_text(text) == text
+        assert redact_text(text) == text, redact_text(text)
+
+
+def test_camel_case_and_more_names_are_secret() -> None:
+    for text, secret in (
+        ("secretAccessKey: AbCdEf0123456789", "AbCdEf0123456789"),
+        ("awsSecretAccessKey=XyZ0123456789abc", "XyZ0123456789abc"),
+        ("minio.secretKey=minio-s3cret-77", "minio-s3cret-77"),
+        ("cmd=WANDB_API_KEY=abcdef0123456789", "abcdef0123456789"),
+    ):
+        assert secret not in redact_text(text), text
+
+
+def test_no_rule_backtracks_on_a_long_line() -> None:
+    """Redaction runs on every record before it is stored: a hostile 20,000-character line
+    must cost milliseconds, whatever its shape."""
+    from whyjob.collector.redaction import _EXTRA_SHAPES, _KEY_VALUE_RULES, _detect_secrets_shapes
+    from whyjob.explain.regexcost import slowest_probe
+
+    slow = []
+    for pattern in (*_KEY_VALUE_RULES, *_EXTRA_SHAPES, *_detect_secrets_shapes()):
+        shape, took = slowest_probe(pattern)
+        if took > 0.05:
+            slow.append((pattern.pattern[:60], shape, round(took, 3)))
+    assert not slow, slow
+    for hostile in ("key_" * 5000, "\\" * 10000, "eyJ-" * 5000, "token_" * 3000, "://x:" * 4000):
+        started = time.perf_counter()
+        redact_text(hostile)
+        assert time.perf_counter() - started < 1.0, hostile[:12]
 
 
 def _pod_with_secrets() -> dict[str, object]:

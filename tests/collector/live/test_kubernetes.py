@@ -460,8 +460,8 @@ def test_a_capture_owed_when_the_collector_stops_is_fetched_after_restart(
     _wait(lambda: first.health.counters[("kubernetes/capture", "retries")] == 3, timeout=20)
     first.writer.flush()
     first.halt()
-    owed = first.index.checkpoints("capture/")
-    assert len(owed) == 1 and next(iter(owed.values())) != "done"
+    assert len(first.index.checkpoints("capture/")) == 1
+    assert first.index.checkpoints("capture-done/") == {}
     assert _captured_runs(first.index) == []
     first.index.close()
 
@@ -469,11 +469,139 @@ def test_a_capture_owed_when_the_collector_stops_is_fetched_after_restart(
     _wait(lambda: (again.writer.flush() or True) and _captured_runs(again.index) == [0])
     _wait(
         lambda: (
-            (again.writer.flush() or True)
-            and set(again.index.checkpoints("capture/").values()) == {"done"}
+            (again.writer.flush() or True) and len(again.index.checkpoints("capture-done/")) == 1
         )
     )
     again.halt()
     assert again.health.counters[("kubernetes/capture", "resumed")] == 1
     lists = [r for r in api.requests if r.path == "/api/v1/pods" and "watch" not in r.query]
     assert len(lists) == 1  # the second start resumed its watch: the capture came from the index
+
+
+def _event_versions(index: SqliteIndex) -> list[tuple[str, int]]:
+    import orjson
+
+    rows = index._db.execute(
+        "SELECT raw.body FROM evidence JOIN raw USING (seq) WHERE evidence.kind = 'k8s.event'"
+    )
+    found = [orjson.loads(body) for (body,) in rows]
+    return sorted((e["metadata"]["name"], int(e.get("count") or 1)) for e in found)
+
+
+def test_every_fault_at_once_loses_and_misfiles_nothing(tmp_path: Path) -> None:
+    """A first LIST answered 500; watches cut every few tenths of a second; no bookmarks, so
+    silent watches are reopened; a poisoned pod; a log endpoint failing through the first run;
+    the collector stopped mid-stream, the history compacted while it is down, then started
+    again. At the end every event version and every termination's log is in the index exactly
+    once, each log filed to the run that wrote it."""
+    with KubeAPI(bookmark_interval=3600) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        index_path = tmp_path / "index.sqlite"
+
+        def begin() -> Run:
+            index = SqliteIndex(index_path)
+            health = Health()
+            writer = Writer(index, health).start()
+            options = KubernetesOptions(
+                watch_timeout_s=30,
+                watch_silence_s=0.7,
+                batch_wait_s=0.05,
+                resources=("events", "pods"),
+            )
+            collector = KubernetesCollector(
+                api_client_from({"kubeconfig": kubeconfig}),
+                writer,
+                health,
+                index.checkpoints(),
+                options,
+            )
+            run = Run(collector, writer, health, index, threading.Event())
+            collector.start(run.stop)
+            return run
+
+        versions: list[tuple[str, int]] = []
+        pods = [make_pod("ml", f"gpt-f-worker-{n}", NODE, job="gpt-f") for n in range(6)]
+        for pod in pods:
+            api.create("pods", pod)
+
+        def produce(prefix: str, n: int, updates: bool) -> None:
+            for i in range(n):
+                event = make_core_event("ml", "gpt-f-worker-0", "BackOff", f"{prefix} {i}",
+                                        type="Warning", host=NODE, name=f"gpt-f-worker-0.{prefix}{i:04d}")  # fmt: skip
+                api.create("events", event)
+                versions.append((event["metadata"]["name"], int(event.get("count") or 1)))
+                if updates and i % 5 == 0:  # a repeated event: each count is its own version
+                    for count in (2, 3):
+                        api.update("events", {**event, "count": count})
+                        versions.append((event["metadata"]["name"], count))
+                if i % 40 == 39:
+                    api.drop_watches()  # a load balancer cuts the streams
+                time.sleep(0.002)
+
+        def fail_pod(n: int) -> None:
+            name = pods[n]["metadata"]["name"]
+            api.set_log("ml", name, "pytorch", f"KeyError: 'run-0-of-{name}'", previous=True)
+            _failed_again(api, pods[n], 1)
+
+        api.fail("/api/v1/events", [500])  # the first LIST
+        first = begin()
+        api.wait_for_watchers(2, timeout=10)
+        poisoned = make_pod("ml", "gpt-f-poison", NODE, job="gpt-f")
+        poisoned["status"]["containerStatuses"] = ["not an object"]
+        api.create("pods", poisoned)
+        api.fail("/pods/gpt-f-worker-5/log", [503] * 4)  # owed across the stop
+        for n in range(3):
+            fail_pod(n)
+        fail_pod(5)
+        produce("a", 200, updates=True)
+        _wait(
+            lambda: (
+                (first.writer.flush() or True) and _event_versions(first.index) == sorted(versions)
+            ),
+            timeout=30,
+        )
+        _wait(lambda: first.health.counters[("kubernetes/capture", "retries")] >= 3, timeout=20)
+        first.halt()
+        first.index.close()
+
+        produce("b", 60, updates=False)  # while it is down; then the history is compacted
+        api.compact()
+        second = begin()
+        api.wait_for_watchers(2, timeout=10)  # updates before its relist are only its result
+        for n in (3, 4):
+            fail_pod(n)
+        produce("c", 100, updates=True)
+        try:
+            _wait(
+                lambda: (
+                    (second.writer.flush() or True)
+                    and _event_versions(second.index) == sorted(versions)
+                ),
+                timeout=30,
+            )
+        except TimeoutError:
+            got = _event_versions(second.index)
+            missing = sorted(set(versions) - set(got))
+            extra = sorted(set(got) - set(versions))
+            raise AssertionError(
+                f"missing {len(missing)} {missing[:10]} extra {extra[:5]} counters {dict(second.health.counters)}"
+            ) from None
+        expected = sorted((pod["metadata"]["uid"], 0) for pod in pods)
+
+        def logs() -> list[tuple[str, int]]:
+            import orjson
+
+            rows = second.index._db.execute(
+                "SELECT pod_uid, attrs FROM evidence WHERE kind = 'log.error'"
+            ).fetchall()
+            return sorted((uid, orjson.loads(attrs)["restart"]) for uid, attrs in rows)
+
+        _wait(lambda: (second.writer.flush() or True) and logs() == expected, timeout=30)
+        second.halt()
+        assert _event_versions(second.index) == sorted(versions)  # each exactly once
+        assert second.health.counters[("kubernetes/capture", "resumed")] == 1
+        assert second.health.counters[("kubernetes/events", "expired")] == 1
+        # The poisoned pod, each time it was read (its watch event, and the relist after 410).
+        rows = second.index.quarantined()
+        assert rows and all(b"gpt-f-poison" in (row[5] or b"") for row in rows)
+        second.index.close()
