@@ -12,15 +12,27 @@ rejects the rest with the field that was wrong.
 from __future__ import annotations
 
 import math
+import sqlite3
 from dataclasses import fields, replace
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
 
-__all__ = ["Unfit", "admit", "mend"]
+__all__ = ["REFUSED", "Unfit", "admit", "mend"]
 
 _INT64 = 1 << 63
+
+# What the index raises for a value it cannot store (orjson, sqlite3's parameter binding, a
+# NOT NULL column): the signal to mend or reject records one by one.
+REFUSED: Final = (
+    TypeError,
+    ValueError,
+    OverflowError,
+    sqlite3.InterfaceError,
+    sqlite3.ProgrammingError,
+    sqlite3.IntegrityError,
+)
 _R = TypeVar("_R", bound=Evidence | PodRecord | Binding)
 
 

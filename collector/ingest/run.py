@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import os
 import re
-import sqlite3
 import sys
 import time
 import zlib
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from whyjob.collector.admit import Unfit, admit, mend
+from whyjob.collector.admit import REFUSED, Unfit, admit, mend
 from whyjob.collector.ingest import detect, podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, Rejected
 from whyjob.collector.redaction import redact_bytes, redact_record, redact_text
@@ -30,15 +29,6 @@ from whyjob.core.index import SqliteIndex
 __all__ = ["FileResult", "IngestSummary", "Ingestor"]
 
 _BATCH = 20_000
-# What the index raises for a value it cannot store (orjson, sqlite3's parameter binding).
-_REFUSED = (
-    TypeError,
-    ValueError,
-    OverflowError,
-    sqlite3.InterfaceError,
-    sqlite3.ProgrammingError,
-    sqlite3.IntegrityError,  # NOT NULL: a name the document left out
-)
 _Stored = TypeVar("_Stored", Evidence, PodRecord, Binding)
 _BINARY_PROBE = 8192
 _QUARANTINE_LIMIT = 65536
@@ -267,11 +257,11 @@ class Ingestor:
         bindings = [Binding(k, s, o, f, last, a) for (k, s, o), (f, last, a) in spans.items()]
         try:
             self.index.upsert_pods(pods.values())
-        except _REFUSED:
+        except REFUSED:
             self.index.upsert_pods(self._admitted(pods.values(), result))
         try:
             self.index.bind(bindings)
-        except _REFUSED:
+        except REFUSED:
             self.index.bind(self._admitted(bindings, result))
 
     def _flush(self, batch: list[Evidence], result: FileResult) -> None:
@@ -279,7 +269,7 @@ class Ingestor:
             return
         try:
             stored = self.index.write(batch)
-        except _REFUSED:
+        except REFUSED:
             batch[:] = self._admitted(batch, result)
             stored = self.index.write(batch)
         result.read += len(batch)

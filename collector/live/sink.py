@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
-from whyjob.collector.admit import Unfit, admit
+from whyjob.collector.admit import REFUSED, Unfit, admit
 from whyjob.collector.ingest.base import Item, Rejected
 from whyjob.collector.live.health import Health
 from whyjob.collector.redaction import redact_bytes, redact_record, redact_text
@@ -131,13 +131,7 @@ class Writer:
                     "writer", f"index busy, retrying in {wait:g} s: {exc}", down=False
                 )
                 time.sleep(wait)
-            except (
-                sqlite3.IntegrityError,
-                sqlite3.InterfaceError,
-                TypeError,
-                ValueError,
-                OverflowError,
-            ):
+            except REFUSED:
                 self._commit_one_by_one(batches)
                 return
         self._commit(batches)  # the last try raises what keeps failing
@@ -156,14 +150,7 @@ class Writer:
                         raise _Rollback
                 except _Rollback:
                     kept.append(item)
-                except (
-                    Unfit,
-                    sqlite3.IntegrityError,
-                    sqlite3.InterfaceError,
-                    TypeError,
-                    ValueError,
-                    OverflowError,
-                ) as exc:
+                except (Unfit, *REFUSED) as exc:
                     kept.append(
                         Rejected(
                             None,
