@@ -33,7 +33,7 @@ import ahocorasick
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Evidence
 
-__all__ = ["MASK", "redact_bytes", "redact_record", "redact_text"]
+__all__ = ["MASK", "quarantine_body", "redact_bytes", "redact_record", "redact_text"]
 
 MASK: Final = "[REDACTED]"
 
@@ -225,12 +225,10 @@ def _mask_spans(text: str, pattern: re.Pattern[str]) -> str:
 
 def redact_text(text: str) -> str:
     """The text with every secret it holds replaced by [REDACTED]."""
-    if not text:
+    if not text or not _hinted(text):
         return text
     if "://" in text and "@" in text:
         text = _mask_spans(text, _URL_CREDENTIALS)
-    if next(_automaton().iter(text.lower()), None) is None:
-        return text
     # Key rules first: a value under a secret name is masked whole, whatever its shape.
     for pattern in (*_KEY_VALUE_RULES, *_EXTRA_SHAPES, *_detect_secrets_shapes()):
         text = _mask_spans(text, pattern)
@@ -240,9 +238,13 @@ def redact_text(text: str) -> str:
 def redact_bytes(data: bytes) -> bytes:
     """Raw bytes (a record's body, a quarantined line) redacted as text; undecodable bytes
     are kept as they were."""
-    text = data.decode("utf-8", "surrogateescape")
-    redacted = redact_text(text)
-    return data if redacted is text else redacted.encode("utf-8", "surrogateescape")
+    return _redacted_raw(data) or data
+
+
+def quarantine_body(body: bytes | None, limit: int = 65536) -> bytes | None:
+    """What the quarantine keeps of a rejected record: redacted, then cut (redacting twice the
+    limit first, so a token across the cut is still recognised and masked whole)."""
+    return None if body is None else redact_bytes(body[: 2 * limit])[:limit]
 
 
 def _redact_value(value: Any, secret: bool = False) -> Any:
@@ -270,9 +272,8 @@ def _redacted_raw(raw: bytes) -> bytes | None:
     read from one document often share its body (a Scheduled Events document, one record per
     VM), and scanning it once per record made a 70 KB document cost half a minute."""
     text = raw.decode("utf-8", "surrogateescape")
-    if not _hinted(text):
-        return None
-    return redact_text(text).encode("utf-8", "surrogateescape")
+    redacted = redact_text(text)
+    return None if redacted is text else redacted.encode("utf-8", "surrogateescape")
 
 
 def redact_record(record: _T) -> _T:

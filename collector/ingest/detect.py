@@ -11,8 +11,6 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import orjson
-
 from whyjob.collector.ingest import formats, podlogs
 from whyjob.collector.ingest.base import (
     Context,
@@ -21,7 +19,7 @@ from whyjob.collector.ingest.base import (
     guarded,
     resilient_lines,
 )
-from whyjob.collector.ingest.jsondocs import Damage, iter_json_docs
+from whyjob.collector.ingest.jsondocs import Damage, iter_json_docs, looks_like_json_lines
 from whyjob.collector.ingest.yamlload import yaml_documents
 
 __all__ = ["cut_line", "decode_lines", "read"]
@@ -98,19 +96,7 @@ def _looks_like_json(data: bytes) -> bool:
     head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
     if head[:1] in (b"{", b"[") and not _DMESG_START.match(head):
         return True
-    lines = [line.strip() for line in data[:8192].split(b"\n")[:_SNIFF_LINES] if line.strip()]
-    return len(lines) > 2 and sum(_whole_json(line) for line in lines) * 2 > len(lines)
-
-
-def _whole_json(line: bytes) -> bool:
-    """A line that is a JSON object by itself (a Python dict printed by a trainer is not)."""
-    if not line.startswith(b"{"):
-        return False
-    try:
-        orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return False
-    return True
+    return looks_like_json_lines(data[:8192].decode("utf-8", "replace"))
 
 
 def _looks_like_yaml(lines: list[tuple[int, str]]) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Damage", "Doc", "iter_json_docs"]
+__all__ = ["Damage", "Doc", "iter_json_docs", "looks_like_json_lines"]
 
 _DECODER = json.JSONDecoder()
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -82,7 +82,7 @@ def iter_json_docs(data: bytes, limit: int = 1 << 62) -> Iterator[Doc | Damage]:
         return
     if len(data) > limit:
         text = data.decode("utf-8", "surrogateescape")
-        if _looks_like_json_lines(text):  # each line is a document, bounded on its own
+        if looks_like_json_lines(text):  # each line is a document, bounded on its own
             yield from _json_lines(text, limit)
         else:
             yield Damage(1, _too_big(len(data), limit), data[:4096])
@@ -94,7 +94,7 @@ def iter_json_docs(data: bytes, limit: int = 1 << 62) -> Iterator[Doc | Damage]:
         pass
 
     text = data.decode("utf-8", "surrogateescape")
-    if _looks_like_json_lines(text):
+    if looks_like_json_lines(text):
         yield from _json_lines(text, limit)
         return
     pos = _skip_ws(text, 0)
@@ -179,7 +179,7 @@ def _split_items(
             yield Damage(line, reason, chunk[:65536])
 
 
-def _looks_like_json_lines(text: str) -> bool:
+def looks_like_json_lines(text: str) -> bool:
     """JSON Lines: more than one line, and most of the first lines are whole JSON objects on
     their own (a torn or garbage line among them does not change what the file is)."""
     head = [line for line in text.lstrip("\ufeff").split("\n", _SNIFF)[:_SNIFF] if line.strip()]

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from whyjob.collector.admit import REFUSED, Unfit, admit, mend
 from whyjob.collector.ingest import detect, podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, Rejected
-from whyjob.collector.redaction import redact_bytes, redact_record, redact_text
+from whyjob.collector.redaction import quarantine_body, redact_record, redact_text
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import SqliteIndex
@@ -31,7 +31,6 @@ __all__ = ["FileResult", "IngestSummary", "Ingestor"]
 _BATCH = 20_000
 _Stored = TypeVar("_Stored", Evidence, PodRecord, Binding)
 _BINARY_PROBE = 8192
-_QUARANTINE_LIMIT = 65536
 
 
 @dataclass(slots=True)
@@ -301,7 +300,7 @@ class Ingestor:
 
     def _reject(self, ctx: Context, item: Rejected, fmt: str) -> None:
         where = mend(ctx.where(item.line))
-        body = redact_bytes(item.body[:_QUARANTINE_LIMIT]) if item.body is not None else None
+        body = quarantine_body(item.body)
         reason = redact_text(mend(item.reason))  # a reason may quote the record
         self.index.quarantine(where, reason, body, fmt)
         if self.on_reject:

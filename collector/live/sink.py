@@ -13,7 +13,7 @@ from typing import Final, Protocol
 from whyjob.collector.admit import REFUSED, Unfit, admit
 from whyjob.collector.ingest.base import Item, Rejected
 from whyjob.collector.live.health import Health
-from whyjob.collector.redaction import redact_bytes, redact_record, redact_text
+from whyjob.collector.redaction import quarantine_body, redact_record, redact_text
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import SqliteIndex
@@ -194,8 +194,9 @@ class Writer:
         index.bind(bindings)
         for batch, bad in rejected:
             where = f"{batch.origin}:{bad.line}" if bad.line is not None else batch.origin
-            body = redact_bytes(bad.body) if bad.body is not None else None
-            index.quarantine(where, redact_text(bad.reason), body, batch.collector)
+            index.quarantine(
+                where, redact_text(bad.reason), quarantine_body(bad.body), batch.collector
+            )
         for source, token in checkpoints.items():
             index.set_checkpoint(source, token)
         self.health.count("writer", "rejected", len(rejected))
