@@ -44,7 +44,7 @@ _EVENTS_FURNITURE: Final = re.compile(r"^\s*(?:Type\s+Reason\s+Age|[-\s]+$)")
 # Widths terminals and bug trackers wrap at: a line exactly this long was probably cut.
 _WRAP_WIDTHS: Final = frozenset({80, 100, 120, 132, 140, 160, 180, 200, 240})
 _LINE_START: Final = re.compile(
-    r"^(?:\s|\[|\d{4}-\d\d-\d\d|[IWEF]\d{4} |Traceback|During handling|The above exception|[A-Z][\w.]*(?:Error|Exception):|terminate called|\s*what\(\):|NCCL |torch\.|\w+\.\w+:\d+\])"
+    r"^(?:\s|\[|\d{4}[-/]\d\d[-/]\d\d|[IWEF]\d{4} |Traceback|During handling|The above exception|[A-Z][\w.]*(?:Error|Exception):|terminate called|\s*what\(\):|NCCL |torch\.|\w+\.\w+:\d+\])"
 )
 # Years written in the paste's dated lines ("2024-05-21", "Sat, 20 Jul 2024", "Nov 22 ... 2026").
 _YEAR: Final = re.compile(
@@ -55,14 +55,28 @@ _YEAR: Final = re.compile(
 # A row of a kubectl table: a lower-case first cell (a name, an age, a namespace) and the
 # two or more spaces kubectl puts between columns; a prompt or another tool's line ends it.
 _TABLE_ROW: Final = re.compile(r"^[a-z0-9<][\w./:<>()-]*\s{2,}\S")
+# A rule line (IPython's dashes above a traceback, a table's box border, a banner) is drawn to
+# a width, not cut: it holds no word at all.
+_RULE_LINE: Final = re.compile(r"^\W+$")
 
 
 def _wrap_widths(lines: list[tuple[int, str]]) -> frozenset[int]:
     """The common terminal widths, and any width several long lines of this paste share
     exactly (a terminal or a bug tracker wrapped them there)."""
     # Table rows are padded to one width by design: they say nothing about wrapping.
-    lengths = Counter(len(t) for _, t in lines if len(t) >= 60 and not _TABLE_ROW.match(t))
+    lengths = Counter(
+        len(t)
+        for _, t in lines
+        if len(t) >= 60 and not _TABLE_ROW.match(t) and not _RULE_LINE.match(t)
+    )
     return _WRAP_WIDTHS | {width for width, count in lengths.items() if count >= 2}
+
+
+def _same_start(previous: str, text: str) -> bool:
+    """A line that opens with the previous line's first word (`fuse:`, a logger's name) is the
+    next line of the same log, not the rest of a cut one."""
+    head = text.split(" ", 1)[0]
+    return bool(head) and previous.split(" ", 1)[0] == head
 
 
 def _unwrap(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -74,6 +88,8 @@ def _unwrap(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
         if (
             out
             and len(out[-1][1]) in widths
+            and not _RULE_LINE.match(out[-1][1])
+            and not _same_start(out[-1][1], text)
             and text
             and not _LINE_START.match(text)
             and not _TABLE_ROW.match(text)
@@ -388,11 +404,20 @@ def _in_paste_order(items: Iterable[Item]) -> Iterator[Item]:
 
 
 # What launchers and log tools put before every line of a worker: srun --label ("15: "),
-# mpirun --tag-output ("[1,0]<stderr>:"), Ray's worker prefix ("(RayTrainWorker pid=42,
-# ip=10.0.0.3) "), kubectl logs --prefix ("[pod/name/container] "), docker compose ("svc-1  | ").
+# mpirun --tag-output ("[1,0]<stderr>:"), horovodrun (below), Ray's worker prefix ("(RayTrainWorker pid=42,
+# ip=10.0.0.3) "), kubectl logs --prefix ("[pod/name/container] "), docker compose ("svc-1  | "),
+# and grep's file name before a dated log line ("messages:Jun 17 ...", "/var/log/syslog:12:...").
 _LAUNCHER_PREFIXES: Final = (
+    re.compile(
+        r"^(?:/?[\w.-]+/)*[\w.-]+:(?:\d+:)?"
+        r"(?=[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[T ]\d\d:|\[\s*\d+\.\d+\])"
+    ),
     re.compile(r"^\s*\d+: (?=\S)"),
     re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),
+    # horovodrun's "[0]<stderr>:", with --prefix-output-with-timestamp "Thu Aug 29 16:41:02 2019[0]<stderr>:"
+    re.compile(
+        r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+\]<(?:stdout|stderr)>:"
+    ),
     re.compile(r"^(?:[\w/.-]+ )?\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"),
     re.compile(r"^\[pod/[^\]\s]+\] "),
     re.compile(r"^[\w.-]+\s+\| "),

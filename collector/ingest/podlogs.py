@@ -116,6 +116,15 @@ def looks_like_docker_json(doc: Any) -> bool:
 _classifiers: dict[tuple[tuple[str, tuple[str, ...]], ...], LineClassifier] = {}
 
 
+# The C++ runtime's verbose terminate handler writes one failure on two lines: the exception's
+# class, then `  what():  <its message>`. Read as one, the message (an NCCL or a socket error)
+# speaks for the exception instead of standing after it as a second error.
+_TERMINATE = re.compile(r"terminate called after throwing an instance of ")
+_WHAT = re.compile(r"^\s*what\(\):\s")
+
+Pending = tuple[int, int, str, str]
+
+
 def _classifier(ctx: Context) -> LineClassifier:
     """One compiled classifier per set of configured patterns."""
     key = tuple(sorted(ctx.options.log_markers.items()))
@@ -147,8 +156,20 @@ class _LogSink:
         self._summaries: dict[str | None, SummaryTracker] = {}
         self._last_ts = 0
         self._classify = _classifier(ctx).classify
+        self._terminating: dict[str | None, Pending] = {}
 
     def records(self, line: int, ts: int, stamp: str, text: str, stream: str | None) -> list[Item]:
+        out: list[Item] = []
+        if held := self._terminating.pop(stream, None):
+            if _WHAT.match(text):
+                return self._line(held[0], held[1], held[2], f"{held[3]} {text.strip()}", stream)
+            out = self._line(*held, stream)
+        if _TERMINATE.search(text):
+            self._terminating[stream] = (line, ts, stamp, text)
+            return out
+        return out + self._line(line, ts, stamp, text, stream)
+
+    def _line(self, line: int, ts: int, stamp: str, text: str, stream: str | None) -> list[Item]:
         if stamp == self._last_stamp:
             self._dup += 1
         else:
@@ -190,7 +211,13 @@ class _LogSink:
         return out
 
     def close(self) -> list[Item]:
-        out: list[Item] = [
+        out = [
+            item
+            for stream, held in list(self._terminating.items())
+            for item in self._line(*held, stream)
+        ]
+        self._terminating.clear()
+        out += [
             self._traceback(tb, self._last_ts, stream)
             for stream, tracker in self._trackers.items()
             for tb in tracker.close()
@@ -243,7 +270,9 @@ class _LogSink:
             "seq": tb.last_line or tb.first_line,
             "first_seq": tb.first_line,
             "exception": tb.exception,
-            "detail": tb.detail,
+            # IPython names the exception above its frames: a cut paste still says which.
+            "detail": tb.detail
+            or ("(the log ends before its message)" if tb.exception and tb.truncated else None),
             "functions": tb.functions,
             "files": tb.files,
             "chained": tb.chained,

@@ -30,6 +30,18 @@ _EXCEPTION: Final = re.compile(
     # Ray wraps the worker's exception: `ray.exceptions.RayTaskError(AttributeError): ...`
     r"(?:\((?P<inner>[\w.]+)\))?(?::\s?(?P<detail>.*))?$"
 )
+# IPython and Jupyter print the exception's class first, on the header line, then frames as
+# `Cell In[3], line 1`, `File ~/x.py:12, in f(...)` (IPython 8) or `/x.py in f(...)` and
+# `<ipython-input-3-...> in <module>` (older), with `---->` marking each frame's line.
+_IPYTHON_START: Final = re.compile(
+    r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\s{2,}Traceback \(most recent call last\)$"
+)
+_IPYTHON_FRAME: Final = re.compile(
+    r"^(?:File (?P<file>\S[^:]*):\d+, in (?P<func>[\w.<>]+)"
+    r"|(?P<path>\S+\.py) in (?P<pfunc>[\w.<>]+)\("
+    r"|(?P<cell>Cell In\[\d+\]|<ipython-input-[^>]+>)(?:, line \d+| in (?P<cfunc>[\w.<>]+)))"
+)
+_IPYTHON_NOISE: Final = re.compile(r"^(?:-*> ?\s*\d+\b|-+$|\.\.\.)")
 _CHAIN: Final = (
     "During handling of the above exception, another exception occurred:",
     "The above exception was the direct cause of the following exception:",
@@ -50,6 +62,7 @@ class Traceback:
     last_line: int = 0
     chained: bool = False  # it followed "During handling of the above exception" or similar
     truncated: bool = False
+    ipython: bool = False  # IPython's layout: the exception named in the header
 
     @property
     def summary(self) -> str:
@@ -82,6 +95,14 @@ class TracebackTracker:
         if stripped in _CHAIN:
             self._chain_next.add(rank)
             return done
+        if header := _IPYTHON_START.match(stripped):
+            if current is not None:
+                current.truncated = True
+                done.append(self._open.pop(rank))
+            self._open[rank] = Traceback(number, rank, exception=header.group("name"), ipython=True)
+            return done
+        if current is not None and current.ipython:
+            return done + self._feed_ipython(rank, current, number, body)
         if current is None:
             if not _FRAME.match(body):
                 return done
@@ -105,6 +126,30 @@ class TracebackTracker:
             finished.truncated = True
         done.append(finished)
         return done
+
+    def _feed_ipython(
+        self, rank: str | None, current: Traceback, number: int, body: str
+    ) -> list[Traceback]:
+        """A line of an IPython traceback: a frame, code, or the exception line that ends it.
+        Code lines there begin at the margin (`----> 1 f()`), so only the exception ends it."""
+        if frame := _IPYTHON_FRAME.match(body):
+            if len(current.functions) < _MAX_FRAMES:
+                current.functions.append(
+                    frame.group("func") or frame.group("pfunc") or frame.group("cfunc") or "<cell>"
+                )
+                current.files.append(frame.group("file") or frame.group("path") or frame["cell"])
+            return []
+        stripped = body.strip()
+        if not stripped or body[:1].isspace() or _IPYTHON_NOISE.match(stripped):
+            return []
+        exception = _EXCEPTION.match(stripped)
+        if exception is None:
+            return []
+        finished = self._open.pop(rank)
+        finished.last_line = number
+        finished.exception = exception.group("name")
+        finished.detail = (exception.group("detail") or "").strip() or None
+        return [finished]
 
     def close(self) -> list[Traceback]:
         """Tracebacks still open when the log ended: cut off."""
