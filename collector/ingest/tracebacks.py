@@ -18,7 +18,8 @@ __all__ = ["Traceback", "TracebackTracker"]
 
 _PREFIX: Final = re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:\s?")
 _START: Final = "Traceback (most recent call last):"
-_FRAME: Final = re.compile(r'^\s+File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
+# Frames are indented by Python; a paste through markdown often loses the indent.
+_FRAME: Final = re.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
 # The line that ends a traceback names the exception's class: any class its module qualifies
 # (`botocore.errorfactory.NoSuchKey`, `google.api_core.exceptions.NotFound`), an unqualified one
 # named like an exception (a bare `Node: '...'` line of TensorFlow's is not one), and the few

@@ -221,6 +221,51 @@ def test_lines_wrapped_at_a_width_the_paste_shares_are_joined_and_long_ones_left
     assert wrapped in messages  # a merely long line stays as it was
 
 
+def test_rule_lines_and_repeated_log_lines_are_not_wrapped_text() -> None:
+    rule = "-" * 75
+    header = "ValueError" + " " * 32 + "Traceback (most recent call last)"
+    fuse = "fuse: 2020/06/18 21:07:50.890584 *fuseops.ReadFileOp error: fh.reader.ReadAt: readFull"
+    text = f"{rule}\n{header}\n{fuse}\n{fuse}\n"
+    messages = [ev.message for ev in _evidence(_read(text)) if ev.kind.startswith("log.")]
+    assert messages.count(fuse) == 2
+    assert any(m == header for m in messages)
+
+
+def test_grep_file_names_and_horovod_prefixes_are_cut() -> None:
+    text = (
+        "messages:Jun 17 20:18:09 ip-172-31-27-211 kernel: INFO: task python:80601 blocked for more than 120 seconds.\n"
+        "messages:Jun 17 20:18:09 ip-172-31-27-211 kernel: nfs: server fs-1 not responding, still trying\n"
+    )
+    kinds = {ev.kind for ev in _evidence(_read(text))}
+    assert {"kernel.hung_task", "kernel.io"} <= kinds
+    horovod = (
+        "Thu Aug 29 16:41:02 2019[0]<stderr>:Traceback (most recent call last):\n"
+        'Thu Aug 29 16:41:02 2019[0]<stderr>:  File "train.py", line 16, in <module>\n'
+        "Thu Aug 29 16:41:02 2019[0]<stderr>:KeyError: 'lr'\n"
+    )
+    (tb,) = [ev for ev in _evidence(_read(horovod)) if ev.kind == "log.traceback"]
+    assert tb.attrs["exception"] == "KeyError"
+
+
+def test_the_cxx_terminate_handler_and_its_what_line_are_one_record() -> None:
+    text = (
+        "terminate called after throwing an instance of 'gloo::IoException'\n"
+        "  what():  [../gloo/transport/tcp/pair.cc:572] Connection closed by peer [10.1.2.3]:53666\n"
+        "Aborted\n"
+    )
+    messages = [ev.message for ev in _evidence(_read(text))]
+    assert messages[0].startswith(
+        "terminate called after throwing an instance of 'gloo::IoException' what():"
+    )
+    assert messages[0].endswith("Connection closed by peer [10.1.2.3]:53666")
+    assert messages[1] == "Aborted"
+    alone = [
+        ev.message
+        for ev in _evidence(_read("terminate called after throwing an instance of 'c10::Error'\n"))
+    ]
+    assert alone == ["terminate called after throwing an instance of 'c10::Error'"]
+
+
 def test_records_come_back_in_the_order_they_were_pasted() -> None:
     text = (
         "Training completed.\n"

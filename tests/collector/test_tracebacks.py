@@ -99,3 +99,49 @@ def test_any_class_a_module_qualifies_ends_a_traceback_but_not_a_bare_word() -> 
         (tb,) = _feed([*frames, last])
         assert tb.exception == name, last
         assert tb.truncated is (name is None)
+
+
+def test_ipython_tracebacks_name_the_exception_in_their_header() -> None:
+    ipython8 = [
+        "---------------------------------------------------------------------------",
+        "ValueError                                Traceback (most recent call last)",
+        "Cell In[11], line 1",
+        "----> 1 trainer.train()",
+        "",
+        "File ~/env/lib/python3.13/site-packages/transformers/trainer.py:2198, in Trainer.train(self, **kwargs)",
+        "   2197 hf_hub_utils.disable_progress_bars()",
+        "-> 2198     return inner_training_loop(",
+    ]
+    (cut,) = _feed(ipython8)  # the paste ends before the exception's own line
+    assert (cut.exception, cut.functions, cut.truncated) == (
+        "ValueError",
+        ["<cell>", "Trainer.train"],
+        True,
+    )
+    (whole,) = _feed([*ipython8, "", "ValueError: label_names is empty"])
+    assert (whole.exception, whole.detail, whole.truncated) == (
+        "ValueError",
+        "label_names is empty",
+        False,
+    )
+    ipython7 = [
+        "KeyError                                  Traceback (most recent call last)",
+        "<ipython-input-3-8f1b> in <module>()",
+        "----> 1 d['x']",
+        "/usr/lib/python3/dist-packages/foo.py in bar(self, x)",
+        "---> 13     return self.d[x]",
+        "KeyError: 'x'",
+    ]
+    (old,) = _feed(ipython7)
+    assert (old.functions, old.detail) == (["<module>", "bar"], "'x'")
+
+
+def test_frames_that_lost_their_indent_in_a_paste_are_still_frames() -> None:
+    (tb,) = _feed(
+        [
+            'File "verl/utils/checkpoint/megatron_checkpoint_manager.py", line 334, in load_checkpoint',
+            "    self.optimizer.load_state_dict(optimizer_state_dict)",
+            "RuntimeError: Expected 2 entries in state dict, but got 4.",
+        ]
+    )
+    assert (tb.functions, tb.exception) == (["load_checkpoint"], "RuntimeError")
