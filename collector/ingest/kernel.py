@@ -246,6 +246,13 @@ _DMESG_T = re.compile(
 )
 # raw dmesg: seconds since boot.
 _DMESG_RAW = re.compile(r"\[\s*(?P<stamp>\d+)\.(?P<frac>\d{1,9})\] ?(?P<msg>.*)$")
+# talosctl dmesg: "<node>: <facility>: <level>: [<RFC 3339 time>]: <message>", the level padded
+# to a width ("172.20.0.2: kern:     err: [2026-04-22T21:25:20.466Z]: ...").
+_TALOS = re.compile(
+    r"(?P<host>[\w.:-]+?): (?P<ident>kern|user|daemon|auth|syslog):\s+\w+: "
+    r"\[(?P<stamp>(?P<date>\d{4}-\d\d-\d\d)T(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d))"
+    r"(?:\.(?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d)?\]: (?P<msg>.*)$"
+)
 # A kernel line with no time at all, as people cut it from dmesg or a bug report: recognised by
 # the subsystems that write the lines whyjob reads (the NVIDIA driver, the OOM killer, storage,
 # machine checks, panics), with or without a leading `kernel:`.
@@ -272,14 +279,17 @@ _PATTERNS: Final = {
     "dmesg_iso": _DMESG_ISO,
     "dmesg_t": _DMESG_T,
     "dmesg_raw": _DMESG_RAW,
+    "talos": _TALOS,
     "bare": _BARE,
 }
 # Candidate formats by a line's first character, most specific first.
 _BRACKET_FORMATS: Final = ("dmesg_raw", "dmesg_t")
-_DIGIT_FORMATS: Final = ("dmesg_iso", "iso", "unix")
-_WORD_FORMATS: Final = ("short", "bare")
+_DIGIT_FORMATS: Final = ("dmesg_iso", "iso", "unix", "talos")
+_WORD_FORMATS: Final = ("short", "talos", "bare")
+# What a host-naming format calls the kernel: syslog's ident, Talos' facility.
+_KERNEL_IDENTS: Final = frozenset({"kernel", "kern"})
 _NODELESS: Final = frozenset({"dmesg_iso", "dmesg_t", "dmesg_raw", "bare"})
-_ZONED: Final = frozenset({"iso", "dmesg_iso"})
+_ZONED: Final = frozenset({"iso", "dmesg_iso", "talos"})
 # Milliseconds per unit of a fraction's first 1, 2 or 3 digits.
 _FRACTION_SCALE: Final = (0, 100, 10, 1)
 
@@ -669,7 +679,7 @@ def looks_like_kernel_text(first_lines: list[str]) -> bool:
         if match is None:
             continue
         hits += 1
-        if fmt in _NODELESS or match.group("ident") == "kernel":
+        if fmt in _NODELESS or match.group("ident") in _KERNEL_IDENTS:
             kernel_seen = True
     if total == 0:
         return False
@@ -837,7 +847,7 @@ def _record(
     attrs = found.attrs
     if host is not None and host != node:
         attrs["host"] = host
-    if ident is not None and ident != "kernel":
+    if ident is not None and ident not in _KERNEL_IDENTS:
         attrs["ident"] = ident
     return ctx.evidence(
         source=SOURCE,

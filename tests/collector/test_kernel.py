@@ -72,6 +72,7 @@ def kinds(items: list[Item]) -> dict[str, str]:
         "dmesg-T.log",
         "dmesg-iso.log",
         "dmesg-raw.log",
+        "talosctl-dmesg.log",
     ],
 )
 def test_detected(name: str) -> None:
@@ -343,12 +344,22 @@ def test_december_to_january_rollover() -> None:
         "journal-short-unix.log",
         "kern-rfc3339.log",
         "dmesg-iso.log",
+        "talosctl-dmesg.log",
     ],
 )
 def test_zoned_formats(name: str) -> None:
     first = records(parse(name, node=NODE, mtime=None))[0]
     assert first.ts // 1000 == parse_ts("2026-11-22T15:03:43Z") // 1000
     assert first.kind == "gpu.xid"
+
+
+def test_talos_names_its_node_and_keeps_userspace_apart() -> None:
+    found = records(parse("talosctl-dmesg.log", mtime=None))
+    assert [(e.node, e.kind) for e in found[:2]] == [
+        ("172.20.0.5", "gpu.xid"),
+        ("172.20.0.5", "gpu.identity"),
+    ]
+    assert found[2].attrs.get("ident") == "user"
 
 
 def test_zone_offset_is_applied() -> None:
