@@ -403,10 +403,12 @@ def _in_paste_order(items: Iterable[Item]) -> Iterator[Item]:
         yield item
 
 
-# What launchers and log tools put before every line of a worker: srun --label ("15: "),
-# mpirun --tag-output ("[1,0]<stderr>:"), horovodrun (below), Ray's worker prefix ("(RayTrainWorker pid=42,
-# ip=10.0.0.3) "), kubectl logs --prefix ("[pod/name/container] "), docker compose ("svc-1  | "),
-# and grep's file name before a dated log line ("messages:Jun 17 ...", "/var/log/syslog:12:...").
+# What launchers and log tools put before every line of a worker: grep's file name before a
+# dated log line ("messages:Jun 17 ...", "/var/log/syslog:12:..."), srun --label ("15: "),
+# mpirun --tag-output ("[1,0]<stderr>:"), horovodrun ("[0]<stderr>:", and with
+# --prefix-output-with-timestamp "Thu Aug 29 16:41:02 2019[0]<stderr>:"), Ray's worker prefix
+# ("(RayTrainWorker pid=42, ip=10.0.0.3) "), kubectl logs --prefix ("[pod/name/container] "),
+# docker compose ("svc-1  | ").
 _LAUNCHER_PREFIXES: Final = (
     re.compile(
         r"^(?:/?[\w.-]+/)*[\w.-]+:(?:\d+:)?"
@@ -414,7 +416,6 @@ _LAUNCHER_PREFIXES: Final = (
     ),
     re.compile(r"^\s*\d+: (?=\S)"),
     re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),
-    # horovodrun's "[0]<stderr>:", with --prefix-output-with-timestamp "Thu Aug 29 16:41:02 2019[0]<stderr>:"
     re.compile(
         r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+\]<(?:stdout|stderr)>:"
     ),

@@ -122,7 +122,7 @@ _classifiers: dict[tuple[tuple[str, tuple[str, ...]], ...], LineClassifier] = {}
 _TERMINATE = re.compile(r"terminate called after throwing an instance of ")
 _WHAT = re.compile(r"^\s*what\(\):\s")
 
-Pending = tuple[int, int, str, str]
+_Held = tuple[int, int, str, str]  # line, ts, stamp, text
 
 
 def _classifier(ctx: Context) -> LineClassifier:
@@ -156,7 +156,7 @@ class _LogSink:
         self._summaries: dict[str | None, SummaryTracker] = {}
         self._last_ts = 0
         self._classify = _classifier(ctx).classify
-        self._terminating: dict[str | None, Pending] = {}
+        self._terminating: dict[str | None, _Held] = {}
 
     def records(self, line: int, ts: int, stamp: str, text: str, stream: str | None) -> list[Item]:
         out: list[Item] = []

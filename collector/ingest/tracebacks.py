@@ -138,7 +138,9 @@ class TracebackTracker:
                 current.functions.append(
                     frame.group("func") or frame.group("pfunc") or frame.group("cfunc") or "<cell>"
                 )
-                current.files.append(frame.group("file") or frame.group("path") or frame["cell"])
+                current.files.append(
+                    frame.group("file") or frame.group("path") or frame.group("cell")
+                )
             return []
         stripped = body.strip()
         if not stripped or body[:1].isspace() or _IPYTHON_NOISE.match(stripped):
