@@ -60,16 +60,22 @@ _TABLE_ROW: Final = re.compile(r"^[a-z0-9<][\w./:<>()-]*\s{2,}\S")
 _RULE_LINE: Final = re.compile(r"^\W+$")
 
 
+def _wrapped(lines: list[tuple[int, str]]) -> frozenset[int]:
+    """The lines a terminal probably cut: as long as a common terminal width, or as a width
+    three or more long lines of this paste share exactly (two is often a coincidence).
+    Measured as pasted, prefixes and all: the terminal cut them so."""
+    widths = _wrap_widths(lines)
+    return frozenset(n for n, t in lines if len(t) in widths and not _RULE_LINE.match(t))
+
+
 def _wrap_widths(lines: list[tuple[int, str]]) -> frozenset[int]:
-    """The common terminal widths, and any width several long lines of this paste share
-    exactly (a terminal or a bug tracker wrapped them there)."""
-    # Table rows are padded to one width by design: they say nothing about wrapping.
+    # Table rows and rule lines are drawn to one width by design: they say nothing of wrapping.
     lengths = Counter(
         len(t)
         for _, t in lines
         if len(t) >= 60 and not _TABLE_ROW.match(t) and not _RULE_LINE.match(t)
     )
-    return _WRAP_WIDTHS | {width for width, count in lengths.items() if count >= 2}
+    return _WRAP_WIDTHS | {width for width, count in lengths.items() if count >= 3}
 
 
 def _same_start(previous: str, text: str) -> bool:
@@ -79,16 +85,15 @@ def _same_start(previous: str, text: str) -> bool:
     return bool(head) and previous.split(" ", 1)[0] == head
 
 
-def _unwrap(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Join lines a terminal wrapped: a line of a wrapping width followed by a line that does
-    not look like the start of a new one. A line that is merely long is left alone."""
-    widths = _wrap_widths(lines)
+def _unwrap(lines: list[tuple[int, str]], wrapped: frozenset[int]) -> list[tuple[int, str]]:
+    """Join lines a terminal wrapped: a cut line followed by a line that does not look like the
+    start of a new one, as often as a long line was cut. A line merely long is left alone."""
     out: list[tuple[int, str]] = []
+    last = 0  # the paste line the last record ends with
     for number, text in lines:
         if (
             out
-            and len(out[-1][1]) in widths
-            and not _RULE_LINE.match(out[-1][1])
+            and last in wrapped
             and not _same_start(out[-1][1], text)
             and text
             and not _LINE_START.match(text)
@@ -98,6 +103,7 @@ def _unwrap(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
             out[-1] = (out[-1][0], out[-1][1] + text)
         else:
             out.append((number, text))
+        last = number
     return out
 
 
@@ -373,7 +379,7 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
     limit = opts.limits.line_bytes
     lines = [(n, clean(detect.cut_line(t, limit))) for n, t in enumerate(text.split("\n"), start=1)]
     lines = [(n, _CRI_PREFIX.sub("", t, count=1)) for n, t in lines]
-    yield from _in_paste_order(_read_lines(ctx, _strip_prefixes(lines)))
+    yield from _in_paste_order(_read_lines(ctx, _strip_prefixes(lines), _wrapped(lines)))
 
 
 def _where(item: Item, previous: int) -> int:
@@ -408,7 +414,7 @@ def _in_paste_order(items: Iterable[Item]) -> Iterator[Item]:
 # mpirun --tag-output ("[1,0]<stderr>:"), horovodrun ("[0]<stderr>:", and with
 # --prefix-output-with-timestamp "Thu Aug 29 16:41:02 2019[0]<stderr>:"), Ray's worker prefix
 # ("(RayTrainWorker pid=42, ip=10.0.0.3) "), kubectl logs --prefix ("[pod/name/container] "),
-# docker compose ("svc-1  | ").
+# docker compose ("svc-1  | "), and the quote marks of a reply in a thread or a mail ("> > ").
 _LAUNCHER_PREFIXES: Final = (
     re.compile(
         r"^(?:/?[\w.-]+/)*[\w.-]+:(?:\d+:)?"
@@ -422,6 +428,7 @@ _LAUNCHER_PREFIXES: Final = (
     re.compile(r"^(?:[\w/.-]+ )?\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"),
     re.compile(r"^\[pod/[^\]\s]+\] "),
     re.compile(r"^[\w.-]+\s+\| "),
+    re.compile(r"^(?:> ?)+"),
 )
 
 
@@ -435,7 +442,9 @@ def _strip_prefixes(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return lines
 
 
-def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
+def _read_lines(
+    ctx: Context, lines: list[tuple[int, str]], wrapped: frozenset[int]
+) -> Iterator[Item]:
     app: list[tuple[int, str]] = []
     hints: dict[str, str] = {}
     index = 0
@@ -569,4 +578,4 @@ def _read_lines(ctx: Context, lines: list[tuple[int, str]]) -> Iterator[Item]:
             app.append((number, _words_of(text)))
         index = end
     if app:
-        yield from podlogs.parse_plain_text(replace(ctx, path_hints={}), _unwrap(app))
+        yield from podlogs.parse_plain_text(replace(ctx, path_hints={}), _unwrap(app, wrapped))

@@ -215,10 +215,23 @@ def test_lines_wrapped_at_a_width_the_paste_shares_are_joined_and_long_ones_left
         "[rank4]:[E210 02:06:33] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
         + "y" * 7
     )
-    text = f"{first}\n{'z' * len(first)}\n{wrapped}\n"
+    # Three lines share one width: a terminal cut there, once for one line, twice for another.
+    text = f"{first}\n{'z' * len(first)}\nOpType=ALLREDUCE)\n{first}\nran for 600045\n{wrapped}\n"
     messages = [ev.message for ev in _evidence(_read(text))]
-    assert messages[0] == first + "z" * len(first)
+    assert messages[:2] == [
+        first + "z" * len(first) + "OpType=ALLREDUCE)",
+        first + "ran for 600045",
+    ]
     assert wrapped in messages  # a merely long line stays as it was
+
+
+def test_two_lines_of_one_length_are_a_coincidence_not_a_wrap() -> None:
+    one = "Epoch 1: train_perplexity=1.2784, train_epoch_loss=0.2456, epoch time 27.7s"
+    two = "eval_ppl=1.3011, eval_epoch_loss=0.2632, best eval loss on epoch 1 is 0.263"
+    assert len(one) == len(two)
+    text = f"{one}\nmax training steps reached\n{two}\nsaved\n"
+    messages = [ev.message for ev in _evidence(_read(text))]
+    assert messages == [one, "max training steps reached", two, "saved"]
 
 
 def test_rule_lines_and_repeated_log_lines_are_not_wrapped_text() -> None:
@@ -245,6 +258,9 @@ def test_grep_file_names_and_horovod_prefixes_are_cut() -> None:
     )
     (tb,) = [ev for ev in _evidence(_read(horovod)) if ev.kind == "log.traceback"]
     assert tb.attrs["exception"] == "KeyError"
+    quoted = '> > File "train.py", line 110, in load_checkpoint\n> >     it = ckpt["iteration"]\n> > KeyError: \'iteration\'\n'
+    (tb,) = [ev for ev in _evidence(_read(quoted)) if ev.kind == "log.traceback"]
+    assert (tb.attrs["exception"], tb.attrs["functions"]) == ("KeyError", ["load_checkpoint"])
 
 
 def test_the_cxx_terminate_handler_and_its_what_line_are_one_record() -> None:
