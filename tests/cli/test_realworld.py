@@ -21,13 +21,13 @@ from whyjob.explain.ruleset import load_rules
 CORPUS = Path(__file__).parents[1] / "fixtures" / "realworld" / "cases.jsonl"
 
 # Floors: raise them as the diagnosis improves, never lower them to let a change through.
-# They sit just under the figures of the last run (all 0.971, holdout 0.895, lowest recall
-# 0.854, no flips) so a change that costs even a few cases fails here. They were lowered once,
+# They sit just under the figures of the last run (all 0.974, holdout 0.905, lowest recall
+# 0.870, no flips) so a change that costs even a few cases fails here. They were lowered once,
 # when two blind batches (F and G, 317 cases) joined the corpus, harder than the cases tuned
-# on; batch H (148 cases) joined after its blind score and the families it showed.
-FLOOR_ALL = 0.965
-FLOOR_HOLDOUT = 0.89
-FLOOR_RECALL = 0.85
+# on; batches H and I (296 cases) joined after their blind scores and the families they showed.
+FLOOR_ALL = 0.97
+FLOOR_HOLDOUT = 0.90
+FLOOR_RECALL = 0.86
 MAX_FLIPS = 0
 
 
