@@ -416,19 +416,19 @@ def _in_paste_order(items: Iterable[Item]) -> Iterator[Item]:
 # ("(RayTrainWorker pid=42, ip=10.0.0.3) "), kubectl logs --prefix ("[pod/name/container] "),
 # docker compose ("svc-1  | "), and the quote marks of a reply in a thread or a mail ("> > ").
 _LAUNCHER_PREFIXES: Final = (
+    re.compile(r"^(?:> ?)+"),
     re.compile(
         r"^(?:/?[\w.-]+/)*[\w.-]+:(?:\d+:)?"
         r"(?=[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[T ]\d\d:|\[\s*\d+\.\d+\])"
     ),
     re.compile(r"^\s*\d+: (?=\S)"),
-    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),
+    re.compile(r"^\s*\[\d+,\d+\]<(?:stdout|stderr)>:"),
     re.compile(
         r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+\]<(?:stdout|stderr)>:"
     ),
     re.compile(r"^(?:[\w/.-]+ )?\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"),
     re.compile(r"^\[pod/[^\]\s]+\] "),
     re.compile(r"^[\w.-]+\s+\| "),
-    re.compile(r"^(?:> ?)+"),
 )
 
 
