@@ -16,7 +16,8 @@ from typing import Final
 
 __all__ = ["Traceback", "TracebackTracker"]
 
-_PREFIX: Final = re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:\s?")
+# torchrun's rank prefix, doubled when a rank's own logger adds it again ("[rank0]:[rank0]: ").
+_PREFIX: Final = re.compile(r"^\s*(?:\[(?:rank|default)(?P<rank>\d+)\]:\s?)+")
 _START: Final = "Traceback (most recent call last):"
 # Frames are indented by Python; a paste through markdown often loses the indent.
 _FRAME: Final = re.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')

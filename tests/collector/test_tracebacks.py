@@ -145,3 +145,15 @@ def test_frames_that_lost_their_indent_in_a_paste_are_still_frames() -> None:
         ]
     )
     assert (tb.functions, tb.exception) == (["load_checkpoint"], "RuntimeError")
+
+
+def test_a_doubled_rank_prefix_is_one_rank() -> None:
+    (tb,) = _feed(
+        [
+            "[rank0]:[rank0]: Traceback (most recent call last):",
+            '[rank0]:[rank0]:   File "/w/ttt_layer.py", line 321, in forward',
+            "[rank0]:[rank0]:     hidden_states.size(1) % self.config.mini_batch_size == 0",
+            "[rank0]:[rank0]: AssertionError: Sequence len must be multiple of mini batch size.",
+        ]
+    )
+    assert (tb.rank, tb.exception, tb.functions) == ("0", "AssertionError", ["forward"])
