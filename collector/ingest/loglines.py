@@ -28,7 +28,10 @@ _ERROR: Final = re.compile(
     r"|terminate called|Watchdog caught|NCCL WARN|\bNCCL error|CUDA error|out of memory"
     r"|No space left on device|Input/output error|\[Errno \d+\]|\bKilled\b|exited unexpectedly"
     r"|killed by signal|\bfailed\b|\bNaN\b|(?i:loss)[^\n|,]{0,20}[:=]\s*(?:nan|inf)\b"
-    r"|OVERFLOW!|cannot decrease scale",
+    r"|OVERFLOW!|cannot decrease scale"
+    # Structured loggers mark an error in lower case: logfmt, JSON, bracketed and klog-style.
+    r"|\blevel=\"?(?:error|fatal|panic|crit)|\"level\":\s*\"(?:error|fatal|panic|ERROR|FATAL)\""
+    r"|\[(?:error|fatal)\]|<(?:ERROR|FATAL)>|\berror:",
     re.MULTILINE,
 )
 _WARNING: Final = re.compile(r"\b(?:WARN(?:ING)?|[Ww]arning)\b|^\s*\[?W\d{4} ")

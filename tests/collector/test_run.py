@@ -209,6 +209,17 @@ def test_forced_format_and_unknown_json(ingest: Ingest, tmp_path: Path) -> None:
         ),
         ("step 1200 | loss: nan | grad norm: inf", "log.error"),
         ("NCCL INFO Channel 00/32 : 0 1 2 3 4 5 6 7", "log.line"),
+        # Structured loggers' own error levels: logfmt, JSON, bracketed, Go's angle brackets.
+        ('time="2022-10-16T07:01:34Z" level=error msg="pod deleted" workflow=xyz', "log.error"),
+        (
+            '{"level":"error","time":"2024-08-26T21:51:35Z","message":"could not schedule pod"}',
+            "log.error",
+        ),
+        (
+            "2021/10/21 10:18:25.212739 juicefs[6] <FATAL>: create /jfs/pvc: file exists",
+            "log.error",
+        ),
+        ('time="2022-10-16T07:01:34Z" level=info msg="node phase Pending -> Skipped"', "log.line"),
     ],
 )
 def test_classification(line: str, kind: str) -> None:
