@@ -34,6 +34,7 @@ from whyjob.api.access import Access, Principal
 from whyjob.api.service import Service, status_of
 from whyjob.api.timeline import timeline_view
 from whyjob.core.errors import NotFound
+from whyjob.core.timeutil import parse_ts
 
 __all__ = ["ApiOptions", "create_app"]
 
@@ -166,6 +167,25 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
     def timeline(namespace: str, name: str, who: Who) -> Response:
         view = timeline_view(explained(who, namespace, name), now_ms=_now_ms())
         return Response(orjson.dumps(view), media_type="application/json")
+
+    @app.get("/api/v1/nodes/{node}/preflight")
+    def node_preflight(
+        node: str,
+        who: Who,
+        window: str | None = None,
+        lookback: str | None = None,
+        at: str | None = None,
+    ) -> dict[str, Any]:
+        """Safe, unsafe or unknown to start a job on, with the reasons (docs/preflight.md)."""
+        from whyjob.explain.ruleset import parse_duration
+
+        try:
+            window_ms = parse_duration(window) if window else None
+            lookback_ms = parse_duration(lookback) if lookback else None
+            now = parse_ts(at) if at else _now_ms()
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return service.preflight(node, now=now, window_ms=window_ms, lookback_ms=lookback_ms)
 
     @app.get("/api/v1/evidence/{evidence_id}")
     def evidence(evidence_id: str, who: Who) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The `api:`, `alerts:` and `slack:` sections of the config file (docs/configuration.md)."""
+"""The `api:`, `alerts:`, `slack:` and `preflight:` sections of the config file
+(docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from whyjob.core.configfile import ConfigFile
+from whyjob.explain.preflight import PREFLIGHT_KEYS
 
 __all__ = ["ALERTS_KEYS", "API_KEYS", "SLACK_KEYS", "load_surface_config"]
 
@@ -46,7 +48,7 @@ SLACK_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
 
 
 def load_surface_config(path: Path | None) -> dict[str, dict[str, Any]]:
-    """The three sections with defaults filled in (all defaults without a config file)."""
+    """The sections with defaults filled in (all defaults without a config file)."""
     if path is None:
         slack = {k: d for k, (_, d) in SLACK_KEYS.items()}
         slack["token"] = os.environ.get("WHYJOB_SLACK_TOKEN")
@@ -55,6 +57,7 @@ def load_surface_config(path: Path | None) -> dict[str, dict[str, Any]]:
             "api": {k: d for k, (_, d) in API_KEYS.items()},
             "alerts": {k: d for k, (_, d) in ALERTS_KEYS.items()},
             "slack": slack,
+            "preflight": {k: d for k, (_, d) in PREFLIGHT_KEYS.items()},
         }
     f = ConfigFile(path)
     slack = f.section(f.top.get("slack"), SLACK_KEYS, "slack")
@@ -67,4 +70,5 @@ def load_surface_config(path: Path | None) -> dict[str, dict[str, Any]]:
         "api": f.section(f.top.get("api"), API_KEYS, "api"),
         "alerts": f.section(f.top.get("alerts"), ALERTS_KEYS, "alerts"),
         "slack": slack,
+        "preflight": f.section(f.top.get("preflight"), PREFLIGHT_KEYS, "preflight"),
     }

@@ -94,7 +94,13 @@ def build(
             f"no api.tokens or proxy configured: this run's token (reads everything) is {token}"
         )
         notes.append(f"open {public}/login?token={token}")
-    service = Service(index, rules, cache_s=api["cache"])
+    preflight = config.get("preflight") or {"window": 3600.0, "lookback": 86_400.0}
+    service = Service(
+        index,
+        rules,
+        cache_s=api["cache"],
+        preflight_ms=(int(preflight["window"] * 1000), int(preflight["lookback"] * 1000)),
+    )
 
     def url_for(namespace: str, name: str) -> str:
         return f"{public}/experiments/{namespace}/{name}"

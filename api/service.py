@@ -64,10 +64,18 @@ _STALE_LIMIT = 4
 
 
 class Service:
-    def __init__(self, index_path: Path, rules: RuleSet, *, cache_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        index_path: Path,
+        rules: RuleSet,
+        *,
+        cache_s: float = 30.0,
+        preflight_ms: tuple[int, int] = (3_600_000, 86_400_000),
+    ) -> None:
         self.index_path = index_path
         self.rules = rules
         self.cache_s = cache_s
+        self.preflight_ms = preflight_ms  # the default window and look-back
         self._cache: dict[tuple[str, str], _Cached] = {}
         self._lock = threading.Lock()
         self._computing: dict[tuple[str, str], threading.Lock] = {}
@@ -284,6 +292,23 @@ class Service:
         return {str(k): str(v) for k, v in (pods[0].labels or {}).items()} if pods else {}
 
     # -- evidence ------------------------------------------------------------------------------
+
+    def preflight(
+        self, node: str, *, now: int, window_ms: int | None, lookback_ms: int | None
+    ) -> dict[str, Any]:
+        """Is the node safe to start on: node-level evidence only, so anyone signed in may ask."""
+        from whyjob.explain.preflight import preflight
+
+        with self._index() as index:
+            result = preflight(
+                index,
+                self.rules,
+                node,
+                now=now,
+                window_ms=window_ms or self.preflight_ms[0],
+                lookback_ms=lookback_ms or self.preflight_ms[1],
+            )
+        return result.to_json()
 
     def evidence(self, principal: Principal, public_id: str) -> dict[str, Any]:
         """One record and its raw source, if the principal may see what it is about: its

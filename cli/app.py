@@ -16,6 +16,7 @@ from whyjob.cli import (
     diagnose_cmd,
     ingest_cmd,
     inspect_cmd,
+    preflight_cmd,
     rules_cmd,
     serve_cmd,
     sim_cmd,
@@ -79,6 +80,7 @@ def root(
 
 app.command("explain")(commands.explain)
 app.command("diagnose")(diagnose_cmd.diagnose)
+app.command("preflight")(preflight_cmd.preflight)
 app.command("ingest")(ingest_cmd.ingest)
 app.command("collect")(collect_cmd.collect)
 app.command("agent")(agent_cmd.agent)

@@ -12,6 +12,7 @@ COMMANDS = frozenset(
     {
         "explain",
         "diagnose",
+        "preflight",
         "ingest",
         "collect",
         "agent",

@@ -145,3 +145,30 @@ def test_the_documented_serving_sections_are_valid(tmp_path: Path) -> None:
     assert config["api"]["groups"] == {"team-a-devs": ["team-a", "team-a-dev"], "sre": ["*"]}
     assert config["alerts"]["window"] == 6 * 3600
     assert config["slack"]["routes"]["ml-*"] == ["#ml-alerts"]
+
+
+def test_preflight_answers_as_the_command_does_to_anyone_signed_in(api: Api, world: World) -> None:
+    import sqlite3
+
+    from whyjob.core.timeutil import format_ts
+    from whyjob.explain.preflight import preflight
+    from whyjob.explain.ruleset import load_rules
+
+    with sqlite3.connect(world.index) as db:  # team A's Xid 79, the node it fell on
+        node, ts = db.execute(
+            "SELECT node, ts FROM evidence WHERE kind = 'gpu.xid' AND node IS NOT NULL "
+            "AND json_extract(attrs, '$.xid') = 79"
+        ).fetchone()
+    with SqliteIndex(world.index, readonly=True) as index:
+        expected = preflight(index, load_rules(), node, now=ts + 60_000).to_json()
+    path = f"/api/v1/nodes/{node}/preflight"
+    at = format_ts(ts + 60_000, precise=True)
+    assert api.get(path, params={"at": at}).status_code == 401
+    for who in ("team-b", "ops"):  # node-level evidence only: nothing of a team's own in it
+        got = api.get(path, who, params={"at": at})
+        assert got.status_code == 200
+        assert got.json()["verdict"] == "unsafe"
+        assert got.json() == expected
+    assert api.get(path, "ops", params={"window": "soon"}).status_code == 422
+    unknown = api.get("/api/v1/nodes/no-such-node/preflight", "ops")
+    assert unknown.json()["verdict"] == "unknown"

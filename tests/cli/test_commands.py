@@ -182,3 +182,25 @@ def test_cli_goes_on_after_a_bad_file_and_says_what_happened(run: Run, tmp_path:
     assert f"stored {len(items) - 1}" in result.output
     again = run("ingest", str(tmp_path / "b-events.json"))
     assert again.exit_code == 1 and "stored 0" in again.output  # the rest were kept the first time
+
+
+def test_preflight_exit_codes_text_and_json(run: Run, tmp_path: Path) -> None:
+    from whyjob.core.timeutil import format_ts, parse_ts
+    from whyjob.sim import simulate
+
+    truth = simulate("xid79", 7, tmp_path / "bundle", noise=False)
+    assert run("ingest", str(tmp_path / "bundle")).exit_code == 0
+    root = truth.root
+    assert root is not None and root.node is not None and root.failed_at is not None
+    at = format_ts(parse_ts(root.failed_at) + 600_000)  # ten minutes after the GPU fell off
+    after = run("preflight", root.node, "--at", at)
+    assert after.exit_code == 1, after.output
+    assert f"{root.node}: UNSAFE" in after.output and "Xid 79" in after.output
+    shown = run("preflight", root.node, "no-such-node", "--at", at, "--json")
+    assert shown.exit_code == 1
+    verdicts = {d["node"]: d["verdict"] for d in json.loads(shown.output)}
+    assert verdicts == {root.node: "unsafe", "no-such-node": "unknown"}
+    assert run("preflight", "no-such-node").exit_code == 2
+    before = run("preflight", root.node, "--at", root.failed_at)  # a moment before the fault
+    assert before.exit_code == 0, before.output
+    assert run("preflight", root.node, "--window", "soon").exit_code == 2  # a usage error

@@ -1,0 +1,217 @@
+"""Preflight: is this node safe to start a job on?
+
+The infrastructure team whyjob grew from fixed its maintenance storms by starting a job only
+on hosts with no scheduled maintenance in the next hour. This answers that question from the
+index, for one node: `unsafe` with the reasons (maintenance or retirement inside the window, a
+spot interruption or rebalance notice, an autoscaler taking the node, hardware-class GPU faults
+or NotReady within the look-back), `safe` when the node has evidence and none of it is a
+reason, `unknown` when the index knows nothing about the node.
+
+What counts as a notice or a hardware fault is the rule packs' own signals (`notice.*`,
+`xid.hardware`, `gpu.ecc`, ...), so a team that extends the rules extends preflight too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from whyjob.core.evidence import Evidence
+from whyjob.core.index import SqliteIndex
+from whyjob.core.timeutil import format_duration, format_ts
+from whyjob.explain.matching import Matcher
+from whyjob.explain.ruleset import RuleSet
+
+__all__ = ["PREFLIGHT_KEYS", "Check", "Preflight", "preflight", "preflight_defaults"]
+
+# The `preflight:` section of the config file (docs/configuration.md), in seconds.
+PREFLIGHT_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
+    "window": ("duration", 3600.0),
+    "lookback": ("duration", 86_400.0),
+}
+
+# Notices dated by their window (known before it starts): unsafe when the window overlaps
+# [now, now + window].
+_WINDOWED: Final = {
+    "notice.maintenance": "scheduled maintenance",
+    "notice.host-maintenance-event": "host maintenance",
+    "notice.terminate": "scheduled termination",
+}
+# Notices and states dated when they were seen, meaning "leaving now": unsafe while recent.
+_IMMINENT: Final = {
+    "taint.maintenance": "maintenance taint",
+    "notice.spot": "spot interruption notice",
+    "notice.rebalance": "spot rebalance recommendation",
+    "taint.spot": "spot interruption taint",
+    "taint.scale-in": "autoscaler removal taint",
+    "event.scale-down": "autoscaler removing the node",
+    "event.nth-rebalance": "spot rebalance recommendation",
+}
+# Faults of the node and its GPUs: unsafe within the look-back.
+_FAULTS: Final = {
+    "xid.hardware": "hardware-class Xid",
+    "xid.after-hardware": "Xid after a hardware-class Xid",
+    "gpu.ecc": "uncorrectable ECC or row-remap failure",
+    "gpu.nvlink": "NVLink errors",
+    "gpu.unhealthy": "GPU marked Unhealthy by the device plugin",
+    "kernel.gpu-fault": "NVRM or NVSwitch fault",
+    "node.not-ready": "NotReady",
+}
+_IMMINENT_MS: Final = 2 * 3_600_000  # a spot or removal notice older than this is history
+_HORIZON_MS: Final = 30 * 86_400_000  # how far ahead a scheduled window is looked for
+_ENDED: Final = frozenset({"completed", "canceled", "cancelled", "Completed", "Canceled"})
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One reason, or one thing worth knowing that is not a reason (`blocking` false)."""
+
+    code: str  # the rule signal that found it
+    what: str
+    blocking: bool
+    message: str
+    at: int
+    until: int | None = None
+    count: int = 1
+    evidence: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "what": self.what,
+            "blocking": self.blocking,
+            "message": self.message,
+            "at": format_ts(self.at),
+            "until": format_ts(self.until) if self.until is not None else None,
+            "count": self.count,
+            "evidence": self.evidence,
+        }
+
+
+@dataclass(slots=True)
+class Preflight:
+    node: str
+    now: int
+    window_ms: int
+    lookback_ms: int
+    records: int = 0  # evidence about the node, its instance and GPUs that was read
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        if any(c.blocking for c in self.checks):
+            return "unsafe"
+        return "safe" if self.records else "unknown"
+
+    @property
+    def exit_code(self) -> int:
+        return {"safe": 0, "unsafe": 1, "unknown": 2}[self.verdict]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": "whyjob.preflight/v1",
+            "node": self.node,
+            "verdict": self.verdict,
+            "at": format_ts(self.now),
+            "window": format_duration(self.window_ms),
+            "lookback": format_duration(self.lookback_ms),
+            "records": self.records,
+            "reasons": [c.to_json() for c in self.checks if c.blocking],
+            "notes": [c.to_json() for c in self.checks if not c.blocking],
+        }
+
+
+def preflight(
+    index: SqliteIndex,
+    rules: RuleSet,
+    node: str,
+    *,
+    now: int,
+    window_ms: int = 3_600_000,
+    lookback_ms: int = 86_400_000,
+) -> Preflight:
+    """The preflight of one node at `now`: notices for [now, now + window], faults since
+    now - lookback."""
+    result = Preflight(node, now, window_ms, lookback_ms)
+    records = _node_records(index, node, now - lookback_ms, now + _HORIZON_MS)
+    result.records = len(records)
+    matcher = Matcher(rules)
+    faults: dict[str, list[Evidence]] = {}
+    windows: set[tuple[int, int]] = set()  # one event told by two sources is one reason
+    for ev in records:
+        for signal in matcher.match(ev):
+            if signal in _WINDOWED and _minutes(ev) not in windows:
+                told = _windowed(signal, ev, now, window_ms)
+                windows.update(_minutes(ev) for _ in told)
+                result.checks.extend(told)
+            elif signal in _IMMINENT and now - _IMMINENT_MS <= ev.ts <= now:
+                result.checks.append(_check(signal, _IMMINENT[signal], True, ev))
+            elif signal in _FAULTS and ev.ts <= now:
+                faults.setdefault(signal, []).append(ev)
+    for signal, found in faults.items():
+        last = max(found, key=lambda ev: ev.ts)
+        what = _FAULTS[signal]
+        xids = Counter(str(ev.attrs.get("xid")) for ev in found if ev.attrs.get("xid"))
+        detail = f" (Xid {', '.join(f'{x} x{n}' for x, n in sorted(xids.items()))})" if xids else ""
+        message = (
+            f"{what}{detail}: {len(found)} in the last {format_duration(lookback_ms)}, "
+            f"latest {format_ts(last.ts)}: {last.message[:160]}"
+        )
+        result.checks.append(
+            Check(signal, what, True, message, last.ts, None, len(found), last.public_id)
+        )
+    result.checks.sort(key=lambda c: (not c.blocking, c.at))
+    return result
+
+
+def preflight_defaults(config: Path | None) -> tuple[int, int]:
+    """The window and look-back (ms) of the config file's `preflight:` section."""
+    from whyjob.core.configfile import ConfigFile
+
+    if config is None:
+        values = {k: d for k, (_, d) in PREFLIGHT_KEYS.items()}
+    else:
+        f = ConfigFile(config)
+        values = f.section(f.top.get("preflight"), PREFLIGHT_KEYS, "preflight")
+    return int(values["window"] * 1000), int(values["lookback"] * 1000)
+
+
+def _windowed(signal: str, ev: Evidence, now: int, window_ms: int) -> list[Check]:
+    """A notice with a window: blocking when it overlaps the start window, a note when later."""
+    if str(ev.attrs.get("state") or "") in _ENDED:
+        return []
+    start, end = ev.ts, ev.ts_end
+    if end is not None and end < now:
+        return []  # over
+    what = _WINDOWED[signal]
+    if start > now + window_ms:
+        note = f"after the window, in {format_duration(start - now)}"
+        return [_check(signal, what, False, ev, note=note)]
+    note = f"starts in {format_duration(start - now)}" if start > now else "under way"
+    return [_check(signal, what, True, ev, note=note)]
+
+
+def _minutes(ev: Evidence) -> tuple[int, int]:
+    """A notice's window to the minute: two sources stamp one event a few seconds apart."""
+    return ev.ts // 60_000, (ev.ts_end or 0) // 60_000
+
+
+def _check(signal: str, what: str, blocking: bool, ev: Evidence, note: str = "") -> Check:
+    span = f"{format_ts(ev.ts)}" + (f" to {format_ts(ev.ts_end)}" if ev.ts_end else "")
+    message = f"{what} ({span}{'; ' + note if note else ''}): {ev.message[:160]}"
+    return Check(signal, what, blocking, message, ev.ts, ev.ts_end, 1, ev.public_id)
+
+
+def _node_records(index: SqliteIndex, node: str, t0: int, t1: int) -> list[Evidence]:
+    """What the index holds about the node itself, the instance behind it and its GPUs.
+    Records about a pod (which carry its namespace) are that pod's tenant's, never read here."""
+    instances = {b.object for b in index.bindings("node.instance", subjects=[node])}
+    gpus = {b.subject for b in index.bindings("gpu.node", objects=[node])}
+    found = index.entity_evidence("node", [node], t0, t1)
+    found += index.entity_evidence("instance_id", instances, t0, t1)
+    found += index.entity_evidence("gpu_uuid", gpus, t0, t1)
+    unique = {ev.id: ev for ev in found if ev.namespace is None}
+    return sorted(unique.values(), key=lambda ev: ev.ts)
