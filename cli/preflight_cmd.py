@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -34,19 +34,31 @@ def preflight(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print whyjob.preflight/v1 JSON, a list of nodes.")
     ] = False,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            envvar="WHYJOB_SERVER",
+            help="Ask a `whyjob serve` at this URL instead of the index (token: $WHYJOB_TOKEN).",
+        ),
+    ] = None,
 ) -> None:
     """Say whether each node is safe to start a job on: no maintenance, retirement, spot or
     autoscaler notice inside the window, no hardware-class GPU fault or NotReady in the
-    look-back. Exit 0 all safe, 1 any unsafe, 2 any unknown (no evidence about it) and none
-    unsafe."""
+    look-back. Exit 0 all safe, 1 any unsafe, 2 any unknown (no evidence about it, or the
+    server could not be asked) and none unsafe."""
     import time
 
     from whyjob.core.errors import WhyjobError
-    from whyjob.core.timeutil import format_ts, parse_ts
+    from whyjob.core.timeutil import parse_ts
     from whyjob.explain.preflight import preflight as check_node
     from whyjob.explain.preflight import preflight_defaults
     from whyjob.explain.ruleset import parse_duration
 
+    if server:
+        documents = [_ask(server, node, window, lookback, at) for node in nodes]
+        _report(documents, as_json)
+        return
     state = state_of(ctx)
     try:
         window_ms, lookback_ms = preflight_defaults(state.settings.config_path)
@@ -61,14 +73,54 @@ def preflight(
             check_node(index, rules, node, now=now, window_ms=window_ms, lookback_ms=lookback_ms)
             for node in nodes
         ]
+    _report([r.to_json() for r in results], as_json)
+
+
+def _report(documents: list[dict[str, Any]], as_json: bool) -> None:
+    """Print the answers and exit 1 if any node is unsafe, else 2 if any is unknown, else 0."""
     if as_json:
-        typer.echo(json.dumps([r.to_json() for r in results], indent=2))
+        typer.echo(json.dumps(documents, indent=2))
     else:
-        for r in results:
-            typer.echo(f"{r.node}: {r.verdict.upper()} (as of {format_ts(r.now)})")
-            for check in r.checks:
-                typer.echo(f"  {'-' if check.blocking else 'note:'} {check.message}")
-            if r.verdict == "unknown":
-                typer.echo("  the index holds nothing about this node in the look-back")
-    codes = {r.exit_code for r in results}
-    raise typer.Exit(1 if 1 in codes else 2 if 2 in codes else 0)
+        for doc in documents:
+            typer.echo(f"{doc['node']}: {doc['verdict'].upper()} (as of {doc['at']})")
+            for check in [*doc["reasons"], *doc["notes"]]:
+                typer.echo(f"  {'-' if check['blocking'] else 'note:'} {check['message']}")
+            if doc["verdict"] == "unknown":
+                typer.echo(
+                    f"  {doc.get('error') or 'the index holds nothing about this node in the look-back'}"
+                )
+    verdicts = {doc["verdict"] for doc in documents}
+    raise typer.Exit(1 if "unsafe" in verdicts else 2 if "unknown" in verdicts else 0)
+
+
+def _ask(
+    server: str, node: str, window: str | None, lookback: str | None, at: str | None
+) -> dict[str, Any]:
+    """The server's answer for one node; a server that cannot be asked makes it `unknown`
+    (a launcher decides what unknown means to it), a refused question is a usage error."""
+    import os
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    if urllib.parse.urlsplit(server).scheme not in ("http", "https"):
+        fail(f"--server must be an http(s) URL, not {server!r}", 2)
+    query = urllib.parse.urlencode(
+        {k: v for k, v in (("window", window), ("lookback", lookback), ("at", at)) if v}
+    )
+    url = f"{server.rstrip('/')}/api/v1/nodes/{urllib.parse.quote(node, safe='')}/preflight"
+    request = urllib.request.Request(url + (f"?{query}" if query else ""))
+    if token := os.environ.get("WHYJOB_TOKEN"):
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            document: dict[str, Any] = json.loads(response.read())
+            return document
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403, 422):
+            fail(f"{server} refused the question ({exc.code}): {exc.read()[:200]!r}", 2)
+        error = f"{server} answered {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        error = f"could not ask {server}: {exc}"
+    return {"node": node, "verdict": "unknown", "at": at or "now", "reasons": [], "notes": [],
+            "error": error}  # fmt: skip

@@ -172,3 +172,56 @@ def test_preflight_answers_as_the_command_does_to_anyone_signed_in(api: Api, wor
     assert api.get(path, "ops", params={"window": "soon"}).status_code == 422
     unknown = api.get("/api/v1/nodes/no-such-node/preflight", "ops")
     assert unknown.json()["verdict"] == "unknown"
+
+
+def test_the_command_asks_a_real_server_as_a_launcher_would(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`whyjob preflight --server` (an init container's call) against uvicorn serving the API."""
+    import sqlite3
+    import threading
+    import time
+
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from tests.api.conftest import access_for
+    from tests.standins.services import free_port
+    from whyjob.api.app import ApiOptions, create_app
+    from whyjob.cli.app import app as cli
+    from whyjob.core.timeutil import format_ts
+
+    with sqlite3.connect(world.index) as db:
+        node, ts = db.execute(
+            "SELECT node, ts FROM evidence WHERE kind = 'gpu.xid' AND node IS NOT NULL "
+            "AND json_extract(attrs, '$.xid') = 79"
+        ).fetchone()
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(world.service, ApiOptions(access_for(world))), port=port, log_level="warning"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        runner = CliRunner()
+        args = ["preflight", node, "--server", url, "--at", format_ts(ts + 60_000)]
+        monkeypatch.setenv("WHYJOB_TOKEN", TOKENS["team-b"])
+        unsafe = runner.invoke(cli, args)
+        assert unsafe.exit_code == 1, unsafe.output
+        assert f"{node}: UNSAFE" in unsafe.output and "Xid 79" in unsafe.output
+        safe = runner.invoke(
+            cli, ["preflight", node, "--server", url, "--at", format_ts(ts - 60_000)]
+        )
+        assert safe.exit_code == 0, safe.output
+        monkeypatch.setenv("WHYJOB_TOKEN", "wrong")
+        assert runner.invoke(cli, args).exit_code == 2  # refused: a usage error, said on stderr
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    down = CliRunner().invoke(cli, ["preflight", node, "--server", url])  # nobody listens now
+    assert down.exit_code == 2 and "could not ask" in down.output
