@@ -19,14 +19,31 @@ __all__ = ["explain_experiment", "explain_scene"]
 
 
 def explain_experiment(
-    index: SqliteIndex, rules: RuleSet, name: str, namespace: str | None = None
+    index: SqliteIndex,
+    rules: RuleSet,
+    name: str,
+    namespace: str | None = None,
+    *,
+    now: int | None = None,
 ) -> Explanation:
+    """The experiment's explanation; `now` (default: the clock) is when running ranks are
+    judged at risk."""
     from whyjob.explain.hardware import implicated
+    from whyjob.explain.risk import at_risk
 
-    explanation = explain_scene(gather(index, name, namespace), rules)
+    scene = gather(index, name, namespace)
+    explanation = explain_scene(scene, rules)
     explanation.implicated = implicated(
         index, explanation.experiment.namespace, explanation.experiment.name, explanation.attempts
     )
+    if any(a.state == "running" for a in explanation.attempts):
+        explanation.at_risk = at_risk(
+            index,
+            rules,
+            explanation.attempts,
+            _checkpoints(scene, explanation.attempts),
+            now=now if now is not None else int(time.time() * 1000),
+        )
     return explanation
 
 

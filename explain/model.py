@@ -249,6 +249,9 @@ class Explanation:
     generated_at: int
     rules_version: str
     implicated: list[Any] = field(default_factory=list)  # hardware.NodeRecord: the bad-node record
+    at_risk: list[Any] = field(
+        default_factory=list
+    )  # risk.AtRisk: running ranks on a node to leave
 
     def attempt(self, attempt_id: str) -> Attempt | None:
         return next((a for a in self.attempts if a.id == attempt_id), None)
@@ -267,5 +270,6 @@ class Explanation:
             "retry_helps": self.retry_helps.to_json(),
             "missing": self.missing,
             "implicated": [record.to_json() for record in self.implicated],
+            "at_risk": [warning.to_json() for warning in self.at_risk],
             "timeline": [t.to_json() for t in self.timeline],
         }

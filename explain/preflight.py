@@ -25,7 +25,15 @@ from whyjob.core.timeutil import format_duration, format_ts
 from whyjob.explain.matching import Matcher
 from whyjob.explain.ruleset import RuleSet
 
-__all__ = ["PREFLIGHT_KEYS", "Check", "Preflight", "preflight", "preflight_defaults"]
+__all__ = [
+    "FAULTS",
+    "PREFLIGHT_KEYS",
+    "WINDOWED",
+    "Check",
+    "Preflight",
+    "preflight",
+    "preflight_defaults",
+]
 
 # The `preflight:` section of the config file (docs/configuration.md), in seconds.
 PREFLIGHT_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
@@ -35,7 +43,7 @@ PREFLIGHT_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
 
 # Notices dated by their window (known before it starts): unsafe when the window overlaps
 # [now, now + window].
-_WINDOWED: Final = {
+WINDOWED: Final = {
     "notice.maintenance": "scheduled maintenance",
     "notice.host-maintenance-event": "host maintenance",
     "notice.terminate": "scheduled termination",
@@ -51,7 +59,7 @@ _IMMINENT: Final = {
     "event.nth-rebalance": "spot rebalance recommendation",
 }
 # Faults of the node and its GPUs: unsafe within the look-back.
-_FAULTS: Final = {
+FAULTS: Final = {
     "xid.hardware": "hardware-class Xid",
     "xid.after-hardware": "Xid after a hardware-class Xid",
     "gpu.ecc": "uncorrectable ECC or row-remap failure",
@@ -143,17 +151,17 @@ def preflight(
     windows: set[tuple[int, int]] = set()  # one event told by two sources is one reason
     for ev in records:
         for signal in matcher.match(ev):
-            if signal in _WINDOWED and _minutes(ev) not in windows:
+            if signal in WINDOWED and _minutes(ev) not in windows:
                 told = _windowed(signal, ev, now, window_ms)
                 windows.update(_minutes(ev) for _ in told)
                 result.checks.extend(told)
             elif signal in _IMMINENT and now - _IMMINENT_MS <= ev.ts <= now:
                 result.checks.append(_check(signal, _IMMINENT[signal], True, ev))
-            elif signal in _FAULTS and ev.ts <= now:
+            elif signal in FAULTS and ev.ts <= now:
                 faults.setdefault(signal, []).append(ev)
     for signal, found in faults.items():
         last = max(found, key=lambda ev: ev.ts)
-        what = _FAULTS[signal]
+        what = FAULTS[signal]
         xids = Counter(str(ev.attrs.get("xid")) for ev in found if ev.attrs.get("xid"))
         detail = f" (Xid {', '.join(f'{x} x{n}' for x, n in sorted(xids.items()))})" if xids else ""
         message = (
@@ -186,7 +194,7 @@ def _windowed(signal: str, ev: Evidence, now: int, window_ms: int) -> list[Check
     start, end = ev.ts, ev.ts_end
     if end is not None and end < now:
         return []  # over
-    what = _WINDOWED[signal]
+    what = WINDOWED[signal]
     if start > now + window_ms:
         note = f"after the window, in {format_duration(start - now)}"
         return [_check(signal, what, False, ev, note=note)]
