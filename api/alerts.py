@@ -27,6 +27,7 @@ from whyjob.explain.model import Explanation
 from whyjob.explain.progress import marks, progressed
 
 __all__ = [
+    "Alert",
     "AlertmanagerSink",
     "LoopAlert",
     "LoopDetector",
@@ -53,6 +54,31 @@ class LoopAlert:
     @property
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.experiment)
+
+    def alertmanager(self, ends: int | None) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "labels": {
+                "alertname": "WhyjobRestartLoop",
+                "namespace": self.namespace,
+                "experiment": self.experiment,
+                "loop_kind": self.kind,
+                "severity": "warning" if self.retry_helps else "critical",
+            },
+            "annotations": {
+                "summary": f"{self.experiment} restarted {self.restarts} times without progress ({self.kind})",
+                "description": self.summary,
+                "retry_helps": "unknown"
+                if self.retry_helps is None
+                else ("yes" if self.retry_helps else "no"),
+                "retry_reason": self.reason,
+                "gpu_hours_lost": f"{self.gpu_hours_lost:g}",
+            },
+            "startsAt": format_ts(self.since_ms),
+            "generatorURL": self.url,
+        }
+        if ends is not None:
+            document["endsAt"] = format_ts(ends)
+        return document
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,6 +133,20 @@ def loop_alert(
     )
 
 
+class Alert(Protocol):
+    """What a sink sends: a loop (here) or a warning before the fall (api/risk.py)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def experiment(self) -> str: ...
+
+    def alertmanager(self, ends: int | None) -> dict[str, Any]: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 class Sink(Protocol):
     """Told when a loop starts and ends; a sink with `renews = True` (Alertmanager, which
     forgets an alert it stops hearing about) is told again at every check while it lasts."""
@@ -134,36 +174,11 @@ class AlertmanagerSink:
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/") + "/api/v2/alerts"
 
-    def _alert(self, alert: LoopAlert, ends: int | None) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "labels": {
-                "alertname": "WhyjobRestartLoop",
-                "namespace": alert.namespace,
-                "experiment": alert.experiment,
-                "loop_kind": alert.kind,
-                "severity": "warning" if alert.retry_helps else "critical",
-            },
-            "annotations": {
-                "summary": f"{alert.experiment} restarted {alert.restarts} times without progress ({alert.kind})",
-                "description": alert.summary,
-                "retry_helps": "unknown"
-                if alert.retry_helps is None
-                else ("yes" if alert.retry_helps else "no"),
-                "retry_reason": alert.reason,
-                "gpu_hours_lost": f"{alert.gpu_hours_lost:g}",
-            },
-            "startsAt": format_ts(alert.since_ms),
-            "generatorURL": alert.url,
-        }
-        if ends is not None:
-            document["endsAt"] = format_ts(ends)
-        return document
+    def fire(self, alert: Alert) -> None:
+        _post(self.url, [alert.alertmanager(None)])
 
-    def fire(self, alert: LoopAlert) -> None:
-        _post(self.url, [self._alert(alert, None)])
-
-    def resolve(self, alert: LoopAlert) -> None:
-        _post(self.url, [self._alert(alert, int(time.time() * 1000))])
+    def resolve(self, alert: Alert) -> None:
+        _post(self.url, [alert.alertmanager(int(time.time() * 1000))])
 
 
 class WebhookSink:
@@ -174,10 +189,10 @@ class WebhookSink:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def fire(self, alert: LoopAlert) -> None:
+    def fire(self, alert: Alert) -> None:
         _post(self.url, {"status": "firing", "alert": alert.to_json()})
 
-    def resolve(self, alert: LoopAlert) -> None:
+    def resolve(self, alert: Alert) -> None:
         _post(self.url, {"status": "resolved", "alert": alert.to_json()})
 
 

@@ -1,4 +1,5 @@
-"""Putting `whyjob serve` together from the config file: access, the app, the loop watch, Slack."""
+"""Putting `whyjob serve` together from the config file: access, the app, the loop watch, the
+warnings before the fall, Slack."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from fastapi import FastAPI
 from whyjob.api.access import Access, Principal, TrustedProxy, digest, load_tokens
 from whyjob.api.alerts import AlertmanagerSink, LoopDetector, Sink, WebhookSink
 from whyjob.api.app import ApiOptions, create_app, open_audit
+from whyjob.api.risk import RiskWatch
 from whyjob.api.service import Service
 from whyjob.api.slack import MemoryThreadStore, SlackNotifier, SqliteThreadStore
 from whyjob.api.slackwire import SlackLoopSink, notify_failures, routes_from, slash_command
@@ -35,6 +37,7 @@ class Served:
     service: Service
     notes: list[str]
     notify: Callable[[list[Explanation], int], int] | None = None
+    risk: RiskWatch | None = None
 
     def check(self, window_s: float, log: TextIO = sys.stderr, now_ms: int | None = None) -> None:
         """One round: the experiments seen within the window, their loops and new failures."""
@@ -52,6 +55,9 @@ class Served:
         if self.detector is not None:
             for event in self.detector.check(explanations, now):
                 log.write(f"whyjob serve: loop {event}\n")
+        if self.risk is not None:
+            for event in self.risk.check(explanations):
+                log.write(f"whyjob serve: at risk: {event}\n")
 
     def watch(
         self, interval_s: float, window_s: float, stop: threading.Event, log: TextIO = sys.stderr
@@ -159,4 +165,15 @@ def build(
         if sinks
         else None
     )
-    return Served(app, api["listen"], detector, service, notes, notify)
+    # Warnings before the fall go to the alert sinks; Slack's loop sink speaks of loops only.
+    alert_sinks = [s for s in sinks if s is not slack_sink]
+    risk = (
+        RiskWatch(
+            alert_sinks,
+            url_for=url_for,
+            on_error=lambda message: sys.stderr.write(f"whyjob serve: warning: {message}\n"),
+        )
+        if alert_sinks
+        else None
+    )
+    return Served(app, api["listen"], detector, service, notes, notify, risk)
