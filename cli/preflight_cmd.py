@@ -86,9 +86,7 @@ def _report(documents: list[dict[str, Any]], as_json: bool) -> None:
             for check in [*doc["reasons"], *doc["notes"]]:
                 typer.echo(f"  {'-' if check['blocking'] else 'note:'} {check['message']}")
             if doc["verdict"] == "unknown":
-                typer.echo(
-                    f"  {doc.get('error') or 'the index holds nothing about this node in the look-back'}"
-                )
+                typer.echo(f"  {doc.get('error') or 'the index has never heard of this node'}")
     verdicts = {doc["verdict"] for doc in documents}
     raise typer.Exit(1 if "unsafe" in verdicts else 2 if "unknown" in verdicts else 0)
 

@@ -105,14 +105,15 @@ class Preflight:
     now: int
     window_ms: int
     lookback_ms: int
-    records: int = 0  # evidence about the node, its instance and GPUs that was read
+    records: int = 0  # evidence about the node, its instance and GPUs known by `now`
+    known: bool = False  # the index had heard of the node by `now` (records or bindings)
     checks: list[Check] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
         if any(c.blocking for c in self.checks):
             return "unsafe"
-        return "safe" if self.records else "unknown"
+        return "safe" if self.known else "unknown"
 
     @property
     def exit_code(self) -> int:
@@ -144,21 +145,25 @@ def preflight(
     """The preflight of one node at `now`: notices for [now, now + window], faults since
     now - lookback."""
     result = Preflight(node, now, window_ms, lookback_ms)
-    records = _node_records(index, node, now - lookback_ms, now + _HORIZON_MS)
-    result.records = len(records)
     matcher = Matcher(rules)
     faults: dict[str, list[Evidence]] = {}
+    imminent: dict[str, Evidence] = {}  # the latest of each (a taint is seen again and again)
     windows: set[tuple[int, int]] = set()  # one event told by two sources is one reason
-    for ev in records:
-        for signal in matcher.match(ev):
+    for ev in _node_records(index, node, now - lookback_ms, now + _HORIZON_MS):
+        signals = matcher.match(ev)
+        # What was known at `now`: what had happened, and the windows announced ahead.
+        result.records += ev.ts <= now or any(s in WINDOWED for s in signals)
+        for signal in signals:
             if signal in WINDOWED and _minutes(ev) not in windows:
                 told = _windowed(signal, ev, now, window_ms)
                 windows.update(_minutes(ev) for _ in told)
                 result.checks.extend(told)
             elif signal in _IMMINENT and now - _IMMINENT_MS <= ev.ts <= now:
-                result.checks.append(_check(signal, _IMMINENT[signal], True, ev))
+                imminent[signal] = ev  # records come oldest first
             elif signal in FAULTS and ev.ts <= now:
                 faults.setdefault(signal, []).append(ev)
+    result.checks.extend(_check(s, _IMMINENT[s], True, ev) for s, ev in imminent.items())
+    result.known = result.records > 0 or _seen_before(index, node, now)
     for signal, found in faults.items():
         last = max(found, key=lambda ev: ev.ts)
         what = FAULTS[signal]
@@ -211,6 +216,17 @@ def _check(signal: str, what: str, blocking: bool, ev: Evidence, note: str = "")
     span = f"{format_ts(ev.ts)}" + (f" to {format_ts(ev.ts_end)}" if ev.ts_end else "")
     message = f"{what} ({span}{'; ' + note if note else ''}): {ev.message[:160]}"
     return Check(signal, what, blocking, message, ev.ts, ev.ts_end, 1, ev.public_id)
+
+
+def _seen_before(index: SqliteIndex, node: str, now: int) -> bool:
+    """The node ran pods, was bound to an instance or held GPUs before `now`: known, though
+    nothing about it falls in the look-back."""
+    bound = (
+        index.bindings("node.instance", subjects=[node])
+        + index.bindings("gpu.node", objects=[node])
+        + index.bindings("pod.node", objects=[node])
+    )
+    return any(b.first_ts <= now for b in bound)
 
 
 def _node_records(index: SqliteIndex, node: str, t0: int, t1: int) -> list[Evidence]:

@@ -57,6 +57,12 @@ def test_a_node_with_evidence_and_no_reason_is_safe(node_index: SqliteIndex) -> 
 def test_a_node_the_index_never_heard_of_is_unknown(node_index: SqliteIndex) -> None:
     found = preflight(node_index, RULES, "gpu-node-99", now=NOW)
     assert (found.verdict, found.exit_code, found.records) == ("unknown", 2, 0)
+    # Pods ran on it before, though nothing about it falls in the look-back: known, and clean.
+    node_index.bind(
+        [Binding("pod.node", "uid-9", "gpu-node-99", NOW - 3 * 24 * HOUR, NOW - 2 * 24 * HOUR)]
+    )
+    assert preflight(node_index, RULES, "gpu-node-99", now=NOW).verdict == "safe"
+    assert preflight(node_index, RULES, "gpu-node-99", now=NOW - 4 * 24 * HOUR).verdict == "unknown"
 
 
 def test_maintenance_inside_the_window_is_unsafe_and_after_it_only_a_note(
