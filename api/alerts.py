@@ -34,6 +34,7 @@ __all__ = [
     "Sink",
     "WebhookSink",
     "loop_alert",
+    "send",
 ]
 
 
@@ -250,12 +251,23 @@ class LoopDetector:
         return events
 
     def _send(self, what: str, alert: LoopAlert, renewal: bool = False) -> None:
-        for sink in self.sinks:
-            if renewal and not getattr(sink, "renews", False):
-                continue
-            try:
-                getattr(sink, what)(alert)
-            except Exception as exc:  # a sink that is down must not silence the others
-                self.on_error(
-                    f"{type(sink).__name__} {what} {alert.namespace}/{alert.experiment}: {exc}"
-                )
+        send(self.sinks, what, alert, renewal=renewal, on_error=self.on_error)
+
+
+def send(
+    sinks: Sequence[Any],
+    what: str,
+    alert: Alert,
+    *,
+    renewal: bool,
+    on_error: Callable[[str], object],
+) -> None:
+    """`fire` or `resolve` an alert at every sink (a renewal only at those that forget); one
+    sink that is down never keeps the others from hearing."""
+    for sink in sinks:
+        if renewal and not getattr(sink, "renews", False):
+            continue
+        try:
+            getattr(sink, what)(alert)
+        except Exception as exc:  # a sink that is down must not silence the others
+            on_error(f"{type(sink).__name__} {what} {alert.namespace}/{alert.experiment}: {exc}")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from whyjob.api.alerts import Alert
+from whyjob.api.alerts import Alert, send
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.model import Explanation
 
@@ -161,12 +161,4 @@ class RiskWatch:
         return events
 
     def _send(self, what: str, alert: Alert, renewal: bool = False) -> None:
-        for sink in self.sinks:
-            if renewal and not getattr(sink, "renews", False):
-                continue
-            try:
-                getattr(sink, what)(alert)
-            except Exception as exc:  # a sink that is down must not silence the others
-                self.on_error(
-                    f"{type(sink).__name__} {what} {alert.namespace}/{alert.experiment}: {exc}"
-                )
+        send(self.sinks, what, alert, renewal=renewal, on_error=self.on_error)
