@@ -37,6 +37,7 @@ class RiskAlert:
     last_checkpoint_ms: int | None
     advice: str
     url: str
+    pod_uid: str = ""  # one pod at risk: its labels may name the owner to tell
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -114,6 +115,7 @@ def risk_alerts(explanation: Explanation, url: str) -> list[RiskAlert]:
                 last_checkpoint_ms=risk.last_checkpoint,
                 advice=risk.advice,
                 url=url,
+                pod_uid=risk.pod_uids[0] if risk.pod_uids else "",
             )
         )
     return out

@@ -20,7 +20,13 @@ from whyjob.api.app import ApiOptions, create_app, open_audit
 from whyjob.api.risk import RiskWatch
 from whyjob.api.service import Service
 from whyjob.api.slack import MemoryThreadStore, SlackNotifier, SqliteThreadStore
-from whyjob.api.slackwire import SlackLoopSink, notify_failures, routes_from, slash_command
+from whyjob.api.slackwire import (
+    SlackLoopSink,
+    SlackRiskSink,
+    notify_failures,
+    routes_from,
+    slash_command,
+)
 from whyjob.explain.model import Explanation
 from whyjob.explain.ruleset import RuleSet
 
@@ -113,6 +119,7 @@ def build(
 
     notify: Callable[[list[Explanation], int], int] | None = None
     slack_sink: Sink | None = None
+    risk_slack: SlackRiskSink | None = None
     if slack_client is None and slack["token"]:
         from slack_sdk import WebClient
 
@@ -138,6 +145,9 @@ def build(
             )
 
         slack_sink = SlackLoopSink(slack_client, store, routes, slack["default_channel"])
+        risk_slack = SlackRiskSink(
+            slack_client, store, routes, slack["default_channel"], service.pod_labels
+        )
     options = ApiOptions(
         Access(tokens, proxy),
         audit=open_audit(api["audit_log"]),
@@ -165,8 +175,10 @@ def build(
         if sinks
         else None
     )
-    # Warnings before the fall go to the alert sinks; Slack's loop sink speaks of loops only.
-    alert_sinks = [s for s in sinks if s is not slack_sink]
+    # Warnings before the fall go to the alert sinks and, in its own words, to Slack.
+    alert_sinks: list[Any] = [s for s in sinks if s is not slack_sink]
+    if risk_slack is not None and alerts["slack"]:
+        alert_sinks.append(risk_slack)
     risk = (
         RiskWatch(
             alert_sinks,

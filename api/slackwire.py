@@ -16,6 +16,7 @@ from typing import Any
 
 from whyjob.api.access import Principal
 from whyjob.api.alerts import LoopAlert
+from whyjob.api.risk import RiskAlert
 from whyjob.api.service import Service
 from whyjob.api.slack import (
     OwnerRoute,
@@ -27,6 +28,7 @@ from whyjob.api.slack import (
     route,
 )
 from whyjob.core.errors import NotFound
+from whyjob.core.timeutil import format_ts
 from whyjob.explain.model import Explanation
 
 __all__ = ["SlackLoopSink", "notify_failures", "routes_from", "slash_command"]
@@ -132,6 +134,80 @@ class SlackLoopSink:
             alert,
             "resolved",
             f":white_check_mark: Restart loop of {escape(alert.experiment)} resolved: progress resumed.",
+        )
+
+
+class SlackRiskSink:
+    """Warnings before the fall, in each routed destination's thread of the experiment: the
+    team channel, and the owner's DM (a pod label names them). Once when a warning starts,
+    once when it clears."""
+
+    renews = False
+
+    def __init__(
+        self,
+        client: Any,
+        store: ThreadStore,
+        routes: list[Route | OwnerRoute],
+        default_channel: str | None,
+        labels_of: Callable[[str], Mapping[str, str]],
+    ) -> None:
+        self.client, self.store, self.routes, self.default = client, store, routes, default_channel
+        self.labels_of = labels_of
+
+    def _post(self, alert: RiskAlert, what: str, text: str) -> None:
+        experiment = f"{alert.namespace}/{alert.experiment}"
+        document = {"experiment": {"namespace": alert.namespace, "name": alert.experiment}}
+        labels = self.labels_of(alert.pod_uid) if alert.pod_uid else {}
+        for destination in route(document, self.routes, self.default, labels):
+            key = f"risk:{alert.node}:{alert.notice}:{what}"
+            if not self.store.claim(destination.key, experiment, key):
+                continue  # said already
+            thread = self.store.thread(destination.key, experiment)
+            try:
+                answer = self.client.chat_postMessage(
+                    channel=self._channel(destination),
+                    text=text,
+                    thread_ts=thread,
+                    unfurl_links=False,
+                )
+            except Exception:
+                self.store.release(destination.key, experiment, key)
+                raise
+            if thread is None:
+                self.store.set_thread(destination.key, experiment, str(answer["ts"]))
+            self.store.set_state(destination.key, experiment, key, "sent")
+
+    def _channel(self, destination: Any) -> str:
+        """A channel as routed; a person's DM, looked up by email when that is what names them."""
+        if destination.kind == "channel":
+            return str(destination.target)
+        user = destination.target
+        if destination.kind == "email":
+            user = self.client.users_lookupByEmail(email=user)["user"]["id"]
+        return str(self.client.conversations_open(users=user)["channel"]["id"])
+
+    def fire(self, alert: RiskAlert) -> None:
+        checkpoint = (
+            f"last checkpoint {format_ts(alert.last_checkpoint_ms)}"
+            if alert.last_checkpoint_ms is not None
+            else "no checkpoint saved yet"
+        )
+        self._post(
+            alert,
+            "fired",
+            f":warning: *At risk*: {escape(alert.experiment)} ({escape(alert.namespace)}): "
+            f"{escape(alert.what)} on {escape(alert.node)} {escape(alert.until)} "
+            f"(ranks {escape(', '.join(alert.ranks))}); {alert.gpu_hours_at_risk:g} GPU-hours "
+            f"since the {checkpoint}. To do: {escape(alert.advice)}. <{alert.url}|Timeline>",
+        )
+
+    def resolve(self, alert: RiskAlert) -> None:
+        self._post(
+            alert,
+            "cleared",
+            f":white_check_mark: {escape(alert.experiment)} is no longer at risk on "
+            f"{escape(alert.node)}.",
         )
 
 

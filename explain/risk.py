@@ -30,6 +30,7 @@ class AtRisk:
     node: str
     ranks: list[str]
     attempts: list[str]
+    pod_uids: list[str]  # the pods at risk, whose labels may name an owner
     reasons: list[Check]
     starts: int  # when the node may go: the window's start, or now for what is happening now
     ends: int | None
@@ -95,6 +96,7 @@ def at_risk(
                 node=node,
                 ranks=sorted({a.rank or a.pod for a in here}),
                 attempts=[a.id for a in here],
+                pod_uids=sorted({a.pod_uid for a in here}),
                 reasons=reasons,
                 starts=starts,
                 ends=ends,

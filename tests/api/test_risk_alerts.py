@@ -73,3 +73,39 @@ def test_maintenance_ahead_warns_once_then_clears_in_alertmanager(
 
 
 HOUR_AND_A_HALF = 90 * 60_000
+
+
+def test_the_team_channel_and_the_owner_hear_once_in_the_experiments_thread(
+    index: SqliteIndex,
+) -> None:
+    from slack_sdk import WebClient
+
+    from tests.standins.slack import SlackStandin
+    from whyjob.api.slack import MemoryThreadStore, OwnerRoute
+    from whyjob.api.slackwire import SlackRiskSink
+
+    _running(index)
+    index.write([_maintenance(NOW + 40 * 60_000)])
+    rules = load_rules()
+
+    def at(moment: int) -> list[Any]:
+        return [explain_experiment(index, rules, "llama-ft", "ml", now=moment)]
+
+    owners = {"uid-0": {"whyjob.io/owner": "U0ALICE01"}}
+    with SlackStandin(users={"alice@example.com": "U0ALICE01"}) as slack:
+        client = WebClient(token=slack.token, base_url=slack.url + "/api/")
+        sink = SlackRiskSink(client, MemoryThreadStore(), [OwnerRoute()], "#ml-alerts",
+                             lambda uid: owners.get(uid, {}))  # fmt: skip
+        watch = RiskWatch([sink], url_for=lambda ns, name: f"https://whyjob.example/{ns}/{name}")
+        assert watch.check(at(NOW)) == ["warned ml/llama-ft on gpu-node-1"]
+        assert watch.check(at(NOW + 10 * 60_000)) == []
+        assert watch.check(at(NOW + 3 * 3_600_000)) == ["cleared ml/llama-ft on gpu-node-1"]
+        channel = slack.posts("#ml-alerts")
+        direct = [m for m in slack.messages if m not in channel]
+    warned, cleared = channel
+    assert warned["text"].startswith(
+        ":warning: *At risk*: llama-ft (ml): scheduled maintenance on gpu-node-1 in 40m 00s"
+    )
+    assert "40 GPU-hours since the last checkpoint 2026-03-04T11:20:00Z" in warned["text"]
+    assert cleared["thread_ts"] == warned["ts"]  # the clearing answers in the warning's thread
+    assert [m["text"][:20] for m in direct] == [":warning: *At risk*:", ":white_check_mark: l"]
