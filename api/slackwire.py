@@ -19,6 +19,7 @@ from whyjob.api.alerts import LoopAlert
 from whyjob.api.risk import RiskAlert
 from whyjob.api.service import Service
 from whyjob.api.slack import (
+    Destination,
     OwnerRoute,
     Route,
     SlackNotifier,
@@ -79,9 +80,9 @@ def notify_failures(
     return posted
 
 
-class SlackLoopSink:
-    """Loop alerts into each routed destination's thread of the experiment: once when a loop
-    starts, once when it ends."""
+class _ThreadedSink:
+    """Says an alert's start and end once per routed destination, in the experiment's thread
+    there (the first word about an experiment starts it)."""
 
     renews = False
 
@@ -94,26 +95,55 @@ class SlackLoopSink:
     ) -> None:
         self.client, self.store, self.routes, self.default = client, store, routes, default_channel
 
-    def _post(self, alert: LoopAlert, what: str, text: str) -> None:
-        experiment = f"{alert.namespace}/{alert.experiment}"
-        document = {"experiment": {"namespace": alert.namespace, "name": alert.experiment}}
-        for destination in route(document, self.routes, self.default):
-            if destination.kind != "channel":
-                continue  # owners hear about each failure; the loop is the team channel's
-            key = f"loop:{alert.since_ms}:{what}"
+    def _say(
+        self, namespace: str, name: str, key: str, text: str, destinations: list[Destination]
+    ) -> None:
+        experiment = f"{namespace}/{name}"
+        for destination in destinations:
             if not self.store.claim(destination.key, experiment, key):
                 continue  # said already (a firing alert is renewed every check)
             thread = self.store.thread(destination.key, experiment)
             try:
                 answer = self.client.chat_postMessage(
-                    channel=destination.target, text=text, thread_ts=thread, unfurl_links=False
+                    channel=self._channel(destination),
+                    text=text,
+                    thread_ts=thread,
+                    unfurl_links=False,
                 )
             except Exception:
                 self.store.release(destination.key, experiment, key)
                 raise
-            if thread is None:  # the first word about this experiment starts its thread
+            if thread is None:
                 self.store.set_thread(destination.key, experiment, str(answer["ts"]))
             self.store.set_state(destination.key, experiment, key, "sent")
+
+    def _channel(self, destination: Destination) -> str:
+        """A channel as routed; a person's DM, looked up by email when that is what names them."""
+        if destination.kind == "channel":
+            return destination.target
+        user = destination.target
+        if destination.kind == "email":
+            user = self.client.users_lookupByEmail(email=user)["user"]["id"]
+        return str(self.client.conversations_open(users=user)["channel"]["id"])
+
+    def _destinations(
+        self, namespace: str, name: str, labels: Mapping[str, str] | None = None
+    ) -> list[Destination]:
+        document = {"experiment": {"namespace": namespace, "name": name}}
+        return route(document, self.routes, self.default, labels)
+
+
+class SlackLoopSink(_ThreadedSink):
+    """Loop alerts into each routed channel's thread of the experiment: once when a loop
+    starts, once when it ends. Owners hear about each failure; the loop is the team's."""
+
+    def _post(self, alert: LoopAlert, what: str, text: str) -> None:
+        channels = [
+            d for d in self._destinations(alert.namespace, alert.experiment) if d.kind == "channel"
+        ]
+        self._say(
+            alert.namespace, alert.experiment, f"loop:{alert.since_ms}:{what}", text, channels
+        )
 
     def fire(self, alert: LoopAlert) -> None:
         retry = {
@@ -137,12 +167,10 @@ class SlackLoopSink:
         )
 
 
-class SlackRiskSink:
+class SlackRiskSink(_ThreadedSink):
     """Warnings before the fall, in each routed destination's thread of the experiment: the
     team channel, and the owner's DM (a pod label names them). Once when a warning starts,
     once when it clears."""
-
-    renews = False
 
     def __init__(
         self,
@@ -152,40 +180,14 @@ class SlackRiskSink:
         default_channel: str | None,
         labels_of: Callable[[str], Mapping[str, str]],
     ) -> None:
-        self.client, self.store, self.routes, self.default = client, store, routes, default_channel
+        super().__init__(client, store, routes, default_channel)
         self.labels_of = labels_of
 
     def _post(self, alert: RiskAlert, what: str, text: str) -> None:
-        experiment = f"{alert.namespace}/{alert.experiment}"
-        document = {"experiment": {"namespace": alert.namespace, "name": alert.experiment}}
         labels = self.labels_of(alert.pod_uid) if alert.pod_uid else {}
-        for destination in route(document, self.routes, self.default, labels):
-            key = f"risk:{alert.node}:{alert.notice}:{what}"
-            if not self.store.claim(destination.key, experiment, key):
-                continue  # said already
-            thread = self.store.thread(destination.key, experiment)
-            try:
-                answer = self.client.chat_postMessage(
-                    channel=self._channel(destination),
-                    text=text,
-                    thread_ts=thread,
-                    unfurl_links=False,
-                )
-            except Exception:
-                self.store.release(destination.key, experiment, key)
-                raise
-            if thread is None:
-                self.store.set_thread(destination.key, experiment, str(answer["ts"]))
-            self.store.set_state(destination.key, experiment, key, "sent")
-
-    def _channel(self, destination: Any) -> str:
-        """A channel as routed; a person's DM, looked up by email when that is what names them."""
-        if destination.kind == "channel":
-            return str(destination.target)
-        user = destination.target
-        if destination.kind == "email":
-            user = self.client.users_lookupByEmail(email=user)["user"]["id"]
-        return str(self.client.conversations_open(users=user)["channel"]["id"])
+        destinations = self._destinations(alert.namespace, alert.experiment, labels)
+        key = f"risk:{alert.node}:{alert.notice}:{what}"
+        self._say(alert.namespace, alert.experiment, key, text, destinations)
 
     def fire(self, alert: RiskAlert) -> None:
         checkpoint = (
