@@ -33,6 +33,7 @@ __all__ = [
     "LoopDetector",
     "Sink",
     "WebhookSink",
+    "ended",
     "loop_alert",
     "send",
 ]
@@ -77,9 +78,7 @@ class LoopAlert:
             "startsAt": format_ts(self.since_ms),
             "generatorURL": self.url,
         }
-        if ends is not None:
-            document["endsAt"] = format_ts(ends)
-        return document
+        return ended(document, ends)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +94,13 @@ class LoopAlert:
             "url": self.url,
             "since": format_ts(self.since_ms),
         }
+
+
+def ended(document: dict[str, Any], ends: int | None) -> dict[str, Any]:
+    """An Alertmanager alert, resolved at `ends` when given (firing with no end otherwise)."""
+    if ends is not None:
+        document["endsAt"] = format_ts(ends)
+    return document
 
 
 def loop_alert(

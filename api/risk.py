@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from whyjob.api.alerts import Alert, send
+from whyjob.api.alerts import Alert, ended, send
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.model import Explanation
 
@@ -67,9 +67,7 @@ class RiskAlert:
             },
             "generatorURL": self.url,
         }
-        if ends is not None:
-            document["endsAt"] = format_ts(ends)
-        return document
+        return ended(document, ends)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -110,7 +108,7 @@ def risk_alerts(explanation: Explanation, url: str) -> list[RiskAlert]:
                 notice=first.evidence,
                 starts_ms=risk.starts,
                 ends_ms=risk.ends,
-                until="now" if risk.starts <= risk.now else f"in {risk.to_json()['in']}",
+                until="now" if risk.until == "now" else f"in {risk.until}",
                 gpu_hours_at_risk=round(risk.gpu_hours, 1),
                 last_checkpoint_ms=risk.last_checkpoint,
                 advice=risk.advice,

@@ -92,8 +92,10 @@ class _ThreadedSink:
         store: ThreadStore,
         routes: list[Route | OwnerRoute],
         default_channel: str | None,
+        labels_of: Callable[[str], Mapping[str, str]] = lambda uid: {},
     ) -> None:
         self.client, self.store, self.routes, self.default = client, store, routes, default_channel
+        self.labels_of = labels_of  # a pod's labels, which may name an owner to tell
 
     def _say(
         self, namespace: str, name: str, key: str, text: str, destinations: list[Destination]
@@ -171,17 +173,6 @@ class SlackRiskSink(_ThreadedSink):
     """Warnings before the fall, in each routed destination's thread of the experiment: the
     team channel, and the owner's DM (a pod label names them). Once when a warning starts,
     once when it clears."""
-
-    def __init__(
-        self,
-        client: Any,
-        store: ThreadStore,
-        routes: list[Route | OwnerRoute],
-        default_channel: str | None,
-        labels_of: Callable[[str], Mapping[str, str]],
-    ) -> None:
-        super().__init__(client, store, routes, default_channel)
-        self.labels_of = labels_of
 
     def _post(self, alert: RiskAlert, what: str, text: str) -> None:
         labels = self.labels_of(alert.pod_uid) if alert.pod_uid else {}

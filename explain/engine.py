@@ -29,21 +29,11 @@ def explain_experiment(
     """The experiment's explanation; `now` (default: the clock) is when running ranks are
     judged at risk."""
     from whyjob.explain.hardware import implicated
-    from whyjob.explain.risk import at_risk
 
-    scene = gather(index, name, namespace)
-    explanation = explain_scene(scene, rules)
+    explanation = explain_scene(gather(index, name, namespace), rules, index=index, now=now)
     explanation.implicated = implicated(
         index, explanation.experiment.namespace, explanation.experiment.name, explanation.attempts
     )
-    if any(a.state == "running" for a in explanation.attempts):
-        explanation.at_risk = at_risk(
-            index,
-            rules,
-            explanation.attempts,
-            _checkpoints(scene, explanation.attempts),
-            now=now if now is not None else int(time.time() * 1000),
-        )
     return explanation
 
 
@@ -65,7 +55,11 @@ def _unexplained(attempt: Attempt) -> Cause:
     )
 
 
-def explain_scene(scene: Scene, rules: RuleSet) -> Explanation:
+def explain_scene(
+    scene: Scene, rules: RuleSet, *, index: SqliteIndex | None = None, now: int | None = None
+) -> Explanation:
+    """The explanation of a gathered scene; with the index, running ranks are also judged at
+    risk (as of `now`, default the clock) from what it holds about their nodes."""
     matches = Matcher(rules).match_all(scene.all_records())
     attempts = build_attempts(scene)
     finder = CauseFinder(rules, scene, matches)
@@ -105,6 +99,13 @@ def explain_scene(scene: Scene, rules: RuleSet) -> Explanation:
         first_seen=min((a.started_at for a in attempts if a.started_at), default=None),
         last_seen=max((a.ended_at or a.started_at or 0 for a in attempts), default=None),
     )
+    checkpoints = _checkpoints(scene, attempts)
+    warnings = []
+    if index is not None and any(a.state == "running" for a in attempts):
+        from whyjob.explain.risk import at_risk
+
+        moment = now if now is not None else int(time.time() * 1000)
+        warnings = at_risk(index, rules, attempts, checkpoints, now=moment)
     return Explanation(
         experiment=experiment,
         verdict=verdict,
@@ -113,12 +114,13 @@ def explain_scene(scene: Scene, rules: RuleSet) -> Explanation:
         ),
         chain=chain,
         loop=loop,
-        gpu_hours=story.gpu_hours(attempts, _checkpoints(scene, attempts)),
+        gpu_hours=story.gpu_hours(attempts, checkpoints),
         retry_helps=story.retry_advice(verdict, attempts, roots, loop),
         timeline=story.timeline(scene, attempts, cited, matched),
         missing=coverage,
         generated_at=int(time.time() * 1000),
         rules_version=rules.version,
+        at_risk=warnings,
     )
 
 

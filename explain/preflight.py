@@ -156,7 +156,8 @@ def preflight(
         for signal in signals:
             if signal in WINDOWED and _minutes(ev) not in windows:
                 told = _windowed(signal, ev, now, window_ms)
-                windows.update(_minutes(ev) for _ in told)
+                if told:
+                    windows.add(_minutes(ev))
                 result.checks.extend(told)
             elif signal in _IMMINENT and now - _IMMINENT_MS <= ev.ts <= now:
                 imminent[signal] = ev  # records come oldest first

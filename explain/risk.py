@@ -39,6 +39,11 @@ class AtRisk:
     gpu_hours: float
     advice: str = ""
 
+    @property
+    def until(self) -> str:
+        """How long until the node may go: a duration, or "now"."""
+        return format_duration(self.starts - self.now) if self.starts > self.now else "now"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "node": self.node,
@@ -46,7 +51,7 @@ class AtRisk:
             "attempts": self.attempts,
             "starts": format_ts(self.starts),
             "ends": format_ts(self.ends) if self.ends is not None else None,
-            "in": format_duration(self.starts - self.now) if self.starts > self.now else "now",
+            "in": self.until,
             "last_checkpoint": format_ts(self.last_checkpoint)
             if self.last_checkpoint is not None
             else None,

@@ -118,15 +118,7 @@ class TracebackTracker:
             return done
         if not stripped or body[:1].isspace():
             return done  # a code line, a caret line, or a blank inside the traceback
-        exception = _EXCEPTION.match(stripped)
-        finished = self._open.pop(rank)
-        finished.last_line = number
-        if exception is not None:
-            finished.exception = exception.group("name")
-            finished.detail = (exception.group("detail") or "").strip() or None
-        else:
-            finished.truncated = True
-        done.append(finished)
+        done.append(self._finish(rank, number, _EXCEPTION.match(stripped)))
         return done
 
     def _feed_ipython(
@@ -147,13 +139,18 @@ class TracebackTracker:
         if not stripped or body[:1].isspace() or _IPYTHON_NOISE.match(stripped):
             return []
         exception = _EXCEPTION.match(stripped)
-        if exception is None:
-            return []
+        return [] if exception is None else [self._finish(rank, number, exception)]
+
+    def _finish(self, rank: str | None, number: int, exception: re.Match[str] | None) -> Traceback:
+        """Close the rank's open traceback at this line: with its exception, or cut off."""
         finished = self._open.pop(rank)
         finished.last_line = number
-        finished.exception = exception.group("name")
-        finished.detail = (exception.group("detail") or "").strip() or None
-        return [finished]
+        if exception is not None:
+            finished.exception = exception.group("name")
+            finished.detail = (exception.group("detail") or "").strip() or None
+        else:
+            finished.truncated = True
+        return finished
 
     def close(self) -> list[Traceback]:
         """Tracebacks still open when the log ended: cut off."""

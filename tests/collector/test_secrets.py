@@ -76,6 +76,16 @@ SPELLINGS: list[tuple[str, str]] = [
 ]
 
 
+def _each_spelling(prefix: str) -> str:
+    """One line per spelling, a second apart, each after `prefix` (its {mm}:{ss} filled)."""
+    return "".join(
+        prefix.format(mm=f"{n // 60:02d}", ss=f"{n % 60:02d}")
+        + spelling.format(s=secret).replace("\n", " ")
+        + "\n"
+        for n, (spelling, secret) in enumerate(SPELLINGS)
+    )
+
+
 def test_there_are_at_least_forty_spellings() -> None:
     assert len(SPELLINGS) >= 40 and len({s for _, s in SPELLINGS}) == len(SPELLINGS)
 
@@ -184,20 +194,12 @@ def _write_everything(root: Path) -> list[Path]:
     kern = root / "nodes" / "ip-10-0-12-34.us-west-2.compute.internal" / "kern.log"
     kern.parent.mkdir(parents=True)
     kern.write_text(
-        "".join(
-            f"2026-03-04T10:{n // 60:02d}:{n % 60:02d}+0000 ip-10-0-12-34 kernel: audit: "
-            f"cmd={spelling.format(s=secret).replace(chr(10), ' ')}\n"
-            for n, (spelling, secret) in enumerate(SPELLINGS)
-        )
+        _each_spelling("2026-03-04T10:{mm}:{ss}+0000 ip-10-0-12-34 kernel: audit: cmd=")
     )
     log = root / "var/log/pods" / f"ml-research_gpt2-run7-worker-1_{UID}" / "pytorch" / "1.log"
     log.parent.mkdir(parents=True)
     log.write_text(
-        "".join(
-            f"2026-03-04T10:{n // 60:02d}:{n % 60:02d}.000000000Z stderr F "
-            f"{spelling.format(s=secret).replace(chr(10), ' ')}\n"
-            for n, (spelling, secret) in enumerate(SPELLINGS)
-        )
+        _each_spelling("2026-03-04T10:{mm}:{ss}.000000000Z stderr F ")
         + "not a CRI line, quarantined with its bytes: DB_PASSWORD=Tr0ub4dor-and-3\n"
     )
     return [pod, root / "events.json", kern, log]

@@ -49,25 +49,27 @@ class Run:
 Start = Callable[..., Run]
 
 
+def _launch(kubeconfig: Path, index_path: Path, options: KubernetesOptions) -> Run:
+    """A collector writing into the index file, started, with what a test needs to stop it."""
+    index = SqliteIndex(index_path)
+    health = Health()
+    writer = Writer(index, health).start()
+    collector = KubernetesCollector(
+        api_client_from({"kubeconfig": kubeconfig}), writer, health, index.checkpoints(), options
+    )
+    run = Run(collector, writer, health, index, threading.Event())
+    collector.start(run.stop)
+    return run
+
+
 @pytest.fixture
 def start(api: KubeAPI, tmp_path: Path) -> Iterator[Start]:
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     runs: list[Run] = []
 
     def begin(**options: object) -> Run:
-        index = SqliteIndex(tmp_path / "index.sqlite")
-        health = Health()
-        writer = Writer(index, health).start()
         settings = KubernetesOptions(watch_timeout_s=30, batch_wait_s=0.05, **options)  # type: ignore[arg-type]
-        collector = KubernetesCollector(
-            api_client_from({"kubeconfig": kubeconfig}),
-            writer,
-            health,
-            index.checkpoints(),
-            settings,
-        )
-        run = Run(collector, writer, health, index, threading.Event())
-        collector.start(run.stop)
+        run = _launch(kubeconfig, tmp_path / "index.sqlite", settings)
         runs.append(run)
         return run
 
@@ -499,25 +501,13 @@ def test_every_fault_at_once_loses_and_misfiles_nothing(tmp_path: Path) -> None:
         index_path = tmp_path / "index.sqlite"
 
         def begin() -> Run:
-            index = SqliteIndex(index_path)
-            health = Health()
-            writer = Writer(index, health).start()
             options = KubernetesOptions(
                 watch_timeout_s=30,
                 watch_silence_s=0.7,
                 batch_wait_s=0.05,
                 resources=("events", "pods"),
             )
-            collector = KubernetesCollector(
-                api_client_from({"kubeconfig": kubeconfig}),
-                writer,
-                health,
-                index.checkpoints(),
-                options,
-            )
-            run = Run(collector, writer, health, index, threading.Event())
-            collector.start(run.stop)
-            return run
+            return _launch(kubeconfig, index_path, options)
 
         versions: list[tuple[str, int]] = []
         pods = [make_pod("ml", f"gpt-f-worker-{n}", NODE, job="gpt-f") for n in range(6)]
