@@ -28,6 +28,7 @@ from whyjob.api.slackwire import (
     slash_command,
 )
 from whyjob.explain.model import Explanation
+from whyjob.explain.preflight import PREFLIGHT_KEYS
 from whyjob.explain.ruleset import RuleSet
 
 __all__ = ["Served", "build"]
@@ -106,7 +107,7 @@ def build(
             f"no api.tokens or proxy configured: this run's token (reads everything) is {token}"
         )
         notes.append(f"open {public}/login?token={token}")
-    preflight = config.get("preflight") or {"window": 3600.0, "lookback": 86_400.0}
+    preflight = config.get("preflight") or {k: d for k, (_, d) in PREFLIGHT_KEYS.items()}
     service = Service(
         index,
         rules,

@@ -35,6 +35,7 @@ from whyjob.core.index import ChangeWatch, SqliteIndex
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.engine import explain_experiment
 from whyjob.explain.model import Explanation
+from whyjob.explain.preflight import LOOKBACK_MS, WINDOW_MS
 from whyjob.explain.ruleset import RuleSet
 
 __all__ = ["Service", "status_of"]
@@ -70,7 +71,7 @@ class Service:
         rules: RuleSet,
         *,
         cache_s: float = 30.0,
-        preflight_ms: tuple[int, int] = (3_600_000, 86_400_000),
+        preflight_ms: tuple[int, int] = (WINDOW_MS, LOOKBACK_MS),
     ) -> None:
         self.index_path = index_path
         self.rules = rules

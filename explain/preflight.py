@@ -27,18 +27,22 @@ from whyjob.explain.ruleset import RuleSet
 
 __all__ = [
     "FAULTS",
+    "LOOKBACK_MS",
     "PREFLIGHT_KEYS",
     "WINDOWED",
+    "WINDOW_MS",
     "Check",
     "Preflight",
     "preflight",
     "preflight_defaults",
 ]
 
+WINDOW_MS: Final = 3_600_000  # maintenance starting this soon makes a node unsafe
+LOOKBACK_MS: Final = 86_400_000  # faults this recent make it unsafe
 # The `preflight:` section of the config file (docs/configuration.md), in seconds.
 PREFLIGHT_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
-    "window": ("duration", 3600.0),
-    "lookback": ("duration", 86_400.0),
+    "window": ("duration", WINDOW_MS / 1000),
+    "lookback": ("duration", LOOKBACK_MS / 1000),
 }
 
 # Notices dated by their window (known before it starts): unsafe when the window overlaps
@@ -139,8 +143,8 @@ def preflight(
     node: str,
     *,
     now: int,
-    window_ms: int = 3_600_000,
-    lookback_ms: int = 86_400_000,
+    window_ms: int = WINDOW_MS,
+    lookback_ms: int = LOOKBACK_MS,
 ) -> Preflight:
     """The preflight of one node at `now`: notices for [now, now + window], faults since
     now - lookback."""

@@ -16,13 +16,12 @@ from typing import Any, Final
 from whyjob.core.index import SqliteIndex
 from whyjob.core.timeutil import format_duration, format_ts
 from whyjob.explain.model import Attempt
-from whyjob.explain.preflight import FAULTS, WINDOWED, Check, preflight
+from whyjob.explain.preflight import FAULTS, LOOKBACK_MS, WINDOW_MS, WINDOWED, Check, preflight
 from whyjob.explain.ruleset import RuleSet
 
 __all__ = ["AtRisk", "at_risk"]
 
 _HOUR_MS: Final = 3_600_000
-_LOOKBACK_MS: Final = 24 * _HOUR_MS
 
 
 @dataclass(slots=True)
@@ -71,7 +70,7 @@ def at_risk(
     checkpoints: dict[str, int],
     *,
     now: int,
-    window_ms: int = _HOUR_MS,
+    window_ms: int = WINDOW_MS,
 ) -> list[AtRisk]:
     """A warning for each node under a running attempt that has a reason not to be trusted."""
     running = [a for a in attempts if a.state == "running" and a.node]
@@ -79,9 +78,7 @@ def at_risk(
     for node in sorted({a.node for a in running if a.node}):
         here = [a for a in running if a.node == node]
         began = min((a.started_at for a in here if a.started_at), default=now)
-        found = preflight(
-            index, rules, node, now=now, window_ms=window_ms, lookback_ms=_LOOKBACK_MS
-        )
+        found = preflight(index, rules, node, now=now, window_ms=window_ms, lookback_ms=LOOKBACK_MS)
         # A fault from before the run began is history the run already survived.
         reasons = [
             c for c in found.checks if c.blocking and (c.code not in FAULTS or c.at >= began)
