@@ -5,8 +5,12 @@ Routes (OpenAPI at /openapi.json, docs at /docs):
 - `GET /api/v1/experiments/{namespace}/{name}`: one experiment's status
 - `GET /api/v1/experiments/{namespace}/{name}/explanation`: the Explanation (as `--json`)
 - `GET /api/v1/experiments/{namespace}/{name}/timeline`: the timeline's swimlane data
+- `GET /api/v1/fleet?since=&until=`: the nodes and GPUs that keep killing jobs
+- `GET /api/v1/nodes/{node}?since=`: one node's standing and history
+- `GET /api/v1/nodes/{node}/preflight`: is the node safe to start a job on
 - `GET /api/v1/evidence/{id}`: one record and its raw source
-- `GET /`, `/experiments/{namespace}/{name}`, `/evidence/{id}`: the web pages
+- `GET /`, `/experiments/{namespace}/{name}`, `/nodes`, `/nodes/{node}`, `/evidence/{id}`: the
+  web pages
 - `POST /slack/command`: the `/whyjob` slash command (when Slack is configured)
 - `GET /healthz`, `GET /metrics`: unauthenticated, say nothing about experiments
 
@@ -187,6 +191,29 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
             raise HTTPException(422, str(exc)) from None
         return service.preflight(node, now=now, window_ms=window_ms, lookback_ms=lookback_ms)
 
+    def fleet_of(who: Principal, since: str, until: str | None) -> Any:
+        try:
+            return service.fleet(who, since, until)
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+
+    @app.get("/api/v1/fleet")
+    def fleet(who: Who, since: str = "30d", until: str | None = None) -> Response:
+        """The nodes and GPUs that keep killing jobs (whyjob.fleet/v1, as `whyjob nodes --json`)."""
+        return Response(
+            orjson.dumps(fleet_of(who, since, until).to_json()), media_type="application/json"
+        )
+
+    @app.get("/api/v1/nodes/{node}")
+    def node_history(node: str, who: Who, since: str = "30d", until: str | None = None) -> Response:
+        """One node's standing and history (whyjob.node/v1, as `whyjob nodes NODE --json`)."""
+        fleet_of(who, since, until)  # a bad window is a 422 before anything else
+        try:
+            history = service.node_history(who, node, since, until)
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from None
+        return Response(orjson.dumps(history.to_json()), media_type="application/json")
+
     @app.get("/api/v1/evidence/{evidence_id}")
     def evidence(evidence_id: str, who: Who) -> dict[str, Any]:
         try:
@@ -204,6 +231,19 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
     def experiment_page(namespace: str, name: str, who: Who) -> str:
         explanation = explained(who, namespace, name)
         return web.experiment_page(who, explanation, status_of(explanation), _now_ms())
+
+    @app.get("/nodes", response_class=HTMLResponse)
+    def fleet_page(who: Who, since: str = "30d") -> str:
+        return web.fleet_page(who, fleet_of(who, since, None), since)
+
+    @app.get("/nodes/{node}", response_class=HTMLResponse)
+    def node_page(node: str, who: Who, since: str = "30d") -> str:
+        fleet = fleet_of(who, since, None)
+        try:
+            history = service.node_history(who, node, since, None)
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from None
+        return web.node_page(who, history, fleet, since)
 
     @app.get("/evidence/{evidence_id}", response_class=HTMLResponse)
     def evidence_page(evidence_id: str, who: Who) -> str:

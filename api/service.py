@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -37,6 +37,10 @@ from whyjob.explain.engine import explain_experiment
 from whyjob.explain.model import Explanation
 from whyjob.explain.preflight import LOOKBACK_MS, WINDOW_MS
 from whyjob.explain.ruleset import RuleSet
+
+if TYPE_CHECKING:
+    from whyjob.explain.fleetmodel import Fleet
+    from whyjob.explain.nodehistory import NodeHistory
 
 __all__ = ["Service", "status_of"]
 
@@ -89,6 +93,8 @@ class Service:
         self._explaining = threading.Lock()
         self._explain_index: SqliteIndex | None = None
         self._explain_inode = -1
+        # (scope, since, until) -> (when computed, index generation, fleet)
+        self._fleets: dict[tuple[str, str, str], tuple[float, tuple[int, ...], Fleet]] = {}
 
     def _generation(self) -> tuple[int, ...]:
         """Changes whenever another connection has committed to the index (core/index/changes.py)."""
@@ -291,6 +297,57 @@ class Service:
         with self._index() as index:
             pods = index._pods("uid = ?", (uid,))
         return {str(k): str(v) for k, v in (pods[0].labels or {}).items()} if pods else {}
+
+    # -- the fleet ---------------------------------------------------------------------------
+
+    def fleet(self, principal: Principal, since: str, until: str | None) -> Fleet:
+        """The nodes and GPUs that keep killing jobs, over the experiments the principal may
+        read (others are counted only). Cached like explanations; each experiment's part is
+        kept in the index too, so only what changed since any earlier view is explained."""
+        from whyjob.explain.fleet import build_fleet, fleet_window
+
+        scope = "*" if principal.everything else ",".join(sorted(principal.namespaces))
+        key = (scope, since, until or "")
+        generation = self._generation()
+        with self._lock:
+            held = self._fleets.get(key)
+        if held is not None and (
+            held[1] == generation or time.monotonic() - held[0] < self.cache_s
+        ):
+            return held[2]
+        started = time.monotonic()
+        with self._explaining, self._writer() as index:
+            start, end = fleet_window(index, since, until)  # ValueError: the caller's to tell
+            readable = None if principal.everything else principal.may_read
+            fleet = build_fleet(index, self.rules, since=start, until=end, readable=readable)
+        with self._lock:
+            self._fleets[key] = (started, generation, fleet)
+        return fleet
+
+    def node_history(
+        self, principal: Principal, node: str, since: str, until: str | None
+    ) -> NodeHistory:
+        from whyjob.explain.nodehistory import node_history
+
+        fleet = self.fleet(principal, since, until)
+        with self._index() as index:
+            history = node_history(index, self.rules, fleet, node)
+        if not history.entries and fleet.node(node) is None:
+            raise NotFound(f"nothing about node {node!r} in this window")
+        return history
+
+    @contextmanager
+    def _writer(self) -> Iterator[SqliteIndex]:
+        """A connection that may keep the fleet's per-experiment parts (a read-only file or
+        mount still answers, without keeping them)."""
+        try:
+            index = SqliteIndex(self.index_path)
+        except (IndexProblem, OSError):
+            index = SqliteIndex(self.index_path, readonly=True)
+        try:
+            yield index
+        finally:
+            index.close()
 
     # -- evidence ------------------------------------------------------------------------------
 

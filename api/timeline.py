@@ -39,6 +39,8 @@ def timeline_view(explanation: Explanation, *, now_ms: int) -> dict[str, Any]:
     attempts = explanation.attempts
     times = [t for a in attempts for t in (a.started_at, a.ended_at) if t is not None]
     times += [e.at for e in explanation.timeline]
+    # A warning ahead of the fall is drawn where the node may go: the view reaches its start.
+    times += [risk.starts for risk in explanation.at_risk]
     # The span of what was observed: a run still going is drawn to the last record seen, not
     # to today, or an old experiment's story would shrink to a sliver at the left.
     t0 = min(times, default=now_ms - 3_600_000)
@@ -128,6 +130,19 @@ def timeline_view(explanation: Explanation, *, now_ms: int) -> dict[str, Any]:
             lanes[key]["windows"].append(item)
         else:
             lanes[key]["marks"].append(item)
+    for risk in explanation.at_risk:
+        reasons = "; ".join(check.message for check in risk.reasons)
+        lane(f"node:{risk.node}", f"node {risk.node}", "node")["windows"].append(
+            {
+                "id": risk.reasons[0].evidence if risk.reasons else "",
+                "at": risk.starts,
+                "end": risk.ends if risk.ends is not None else t1,  # open-ended: to the edge
+                "kind": "at-risk",
+                "severity": 4,
+                "message": f"AT RISK ({', '.join(risk.ranks)}), in {risk.until}: {reasons}",
+                "time": format_ts(risk.starts),
+            }
+        )
     order = {"rank": 0, "node": 1, "gpu": 2, "other": 3}
     verdict = explanation.verdict
     return {
@@ -146,4 +161,5 @@ def timeline_view(explanation: Explanation, *, now_ms: int) -> dict[str, Any]:
         "retry_helps": explanation.retry_helps.to_json(),
         "loop": explanation.loop.to_json(),
         "missing": explanation.missing,
+        "at_risk": [risk.to_json() for risk in explanation.at_risk],
     }

@@ -110,8 +110,11 @@ def score(truth: Truth, explanation: Explanation) -> Scorecard:
     return card
 
 
-def run_one(scenario: str, seed: int, rules: RuleSet, noise: bool = True) -> Scorecard:
-    """Simulate, ingest into a fresh index, explain and score one bundle."""
+def run_one(
+    scenario: str, seed: int, rules: RuleSet, noise: bool = True, keep: Path | None = None
+) -> Scorecard:
+    """Simulate, ingest into a fresh index, explain and score one bundle (kept under `keep`,
+    when given, for a combined index)."""
     from whyjob.collector.ingest.base import IngestOptions
     from whyjob.collector.ingest.run import Ingestor
     from whyjob.core.index import SqliteIndex
@@ -121,6 +124,10 @@ def run_one(scenario: str, seed: int, rules: RuleSet, noise: bool = True) -> Sco
     with tempfile.TemporaryDirectory(prefix="whyjob-acc-") as scratch:
         bundle = Path(scratch) / "bundle"
         truth = simulate(scenario, seed, bundle, noise=noise)
+        if keep is not None:
+            import shutil
+
+            shutil.copytree(bundle, keep / f"{scenario}-{seed}")
         with SqliteIndex(Path(scratch) / "index.sqlite") as index:
             Ingestor(index, IngestOptions()).ingest([str(bundle)])
             explanation = explain_experiment(

@@ -14,6 +14,7 @@ from whyjob.cli import (
     collect_cmd,
     commands,
     diagnose_cmd,
+    fleet_cmd,
     ingest_cmd,
     inspect_cmd,
     preflight_cmd,
@@ -87,6 +88,9 @@ app.command("agent")(agent_cmd.agent)
 app.command("serve")(serve_cmd.serve)
 app.command("simulate")(sim_cmd.simulate)
 app.command("demo")(sim_cmd.demo)
+app.command("nodes")(fleet_cmd.nodes)
+app.command("gpus")(fleet_cmd.gpus)
+app.command("report")(fleet_cmd.report)
 app.command("experiments")(inspect_cmd.experiments)
 app.command("search")(inspect_cmd.search)
 app.command("show")(inspect_cmd.show)

@@ -232,17 +232,31 @@ def _init_worker(extra: list[Path]) -> None:
     _worker_rules = load_rules(extra)
 
 
-def _score(job: tuple[str, int, bool]) -> Scorecard:
+def _score(job: tuple[str, int, bool, Path | None]) -> Scorecard:
     from whyjob.cli.accuracy import Scorecard, run_one
 
-    scenario, seed, noise = job
+    scenario, seed, noise, keep = job
     assert _worker_rules is not None
     try:
-        return run_one(scenario, seed, _worker_rules, noise)
+        return run_one(scenario, seed, _worker_rules, noise, keep)
     except Exception as exc:  # a crash is a result to report, not a reason to stop the run
         card = Scorecard()
         card.failures.append(f"{scenario} seed {seed}: {type(exc).__name__}: {exc}")
         return card
+
+
+def _combine(bundles: Path, target: Path) -> None:
+    """Import every kept bundle into one index, then drop the bundles."""
+    import shutil
+
+    from whyjob.collector.ingest.base import IngestOptions
+    from whyjob.collector.ingest.run import Ingestor
+    from whyjob.core.index import SqliteIndex
+
+    with SqliteIndex(target) as index:
+        Ingestor(index, IngestOptions()).ingest(sorted(str(p) for p in bundles.iterdir()))
+    shutil.rmtree(bundles, ignore_errors=True)
+    typer.echo(f"every bundle imported into {target}")
 
 
 @app.command("accuracy")
@@ -267,9 +281,18 @@ def bench_accuracy(
     show_wrong: Annotated[
         int, typer.Option("--show-wrong", help="Print up to this many wrong attempts.")
     ] = 20,
+    combined: Annotated[
+        Path | None,
+        typer.Option(
+            "--combined-index",
+            help="Also import every simulated bundle into this one index (a fleet to look at "
+            "with `whyjob nodes` and `whyjob report`).",
+        ),
+    ] = None,
 ) -> None:
     """Per-category precision and recall, and first-domino accuracy, over simulated incidents."""
     import os
+    import tempfile
     from concurrent.futures import ProcessPoolExecutor
 
     from whyjob.cli.accuracy import Scorecard, by_scenario
@@ -279,7 +302,12 @@ def bench_accuracy(
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         fail(f"unknown scenario(s) {', '.join(unknown)}; see `whyjob simulate --list`", 2)
-    work = [(name, seed, noise) for name in names for seed in range(first_seed, first_seed + seeds)]
+    kept = Path(tempfile.mkdtemp(prefix="whyjob-bundles-")) if combined else None
+    work = [
+        (name, seed, noise, kept)
+        for name in names
+        for seed in range(first_seed, first_seed + seeds)
+    ]
     extra = list(state_of(ctx).settings.rule_paths)
     total = Scorecard()
     started = time.perf_counter()
@@ -289,6 +317,8 @@ def bench_accuracy(
         for card in pool.map(_score, work, chunksize=4):
             total.add(card)
     elapsed = time.perf_counter() - started
+    if combined and kept:
+        _combine(kept, combined)
     typer.echo(
         f"{len(work)} runs ({len(names)} scenarios x {seeds} seeds from {first_seed}, noise {'on' if noise else 'off'}) in {elapsed:.0f} s; {len(total.outcomes)} attempts scored"
     )

@@ -83,6 +83,7 @@ class Attempt:
     loaded_checkpoint_step: int | None = None  # the checkpoint this run resumed from
     gpus: int | None = None
     end_evidence: str | None = None  # the record that says how the run ended
+    gpu_hours_lost: float | None = None  # failed runs: since the last checkpoint x GPUs
 
     @property
     def failed(self) -> bool:
@@ -118,6 +119,9 @@ class Attempt:
             "loaded_checkpoint_step": self.loaded_checkpoint_step,
             "gpus": self.gpus,
             "end_evidence": self.end_evidence,
+            "gpu_hours_lost": (
+                round(self.gpu_hours_lost, 3) if self.gpu_hours_lost is not None else None
+            ),
         }
 
 

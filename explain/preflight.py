@@ -27,12 +27,14 @@ from whyjob.explain.ruleset import RuleSet
 
 __all__ = [
     "FAULTS",
+    "IMMINENT",
     "LOOKBACK_MS",
     "PREFLIGHT_KEYS",
     "WINDOWED",
     "WINDOW_MS",
     "Check",
     "Preflight",
+    "node_records",
     "preflight",
     "preflight_defaults",
 ]
@@ -53,7 +55,7 @@ WINDOWED: Final = {
     "notice.terminate": "scheduled termination",
 }
 # Notices and states dated when they were seen, meaning "leaving now": unsafe while recent.
-_IMMINENT: Final = {
+IMMINENT: Final = {
     "taint.maintenance": "maintenance taint",
     "notice.spot": "spot interruption notice",
     "notice.rebalance": "spot rebalance recommendation",
@@ -153,7 +155,7 @@ def preflight(
     faults: dict[str, list[Evidence]] = {}
     imminent: dict[str, Evidence] = {}  # the latest of each (a taint is seen again and again)
     windows: set[tuple[int, int]] = set()  # one event told by two sources is one reason
-    for ev in _node_records(index, node, now - lookback_ms, now + _HORIZON_MS):
+    for ev in node_records(index, node, now - lookback_ms, now + _HORIZON_MS):
         signals = matcher.match(ev)
         # What was known at `now`: what had happened, and the windows announced ahead.
         result.records += ev.ts <= now or any(s in WINDOWED for s in signals)
@@ -163,11 +165,11 @@ def preflight(
                 if told:
                     windows.add(_minutes(ev))
                 result.checks.extend(told)
-            elif signal in _IMMINENT and now - _IMMINENT_MS <= ev.ts <= now:
+            elif signal in IMMINENT and now - _IMMINENT_MS <= ev.ts <= now:
                 imminent[signal] = ev  # records come oldest first
             elif signal in FAULTS and ev.ts <= now:
                 faults.setdefault(signal, []).append(ev)
-    result.checks.extend(_check(s, _IMMINENT[s], True, ev) for s, ev in imminent.items())
+    result.checks.extend(_check(s, IMMINENT[s], True, ev) for s, ev in imminent.items())
     result.known = result.records > 0 or _seen_before(index, node, now)
     for signal, found in faults.items():
         last = max(found, key=lambda ev: ev.ts)
@@ -234,7 +236,7 @@ def _seen_before(index: SqliteIndex, node: str, now: int) -> bool:
     return any(b.first_ts <= now for b in bound)
 
 
-def _node_records(index: SqliteIndex, node: str, t0: int, t1: int) -> list[Evidence]:
+def node_records(index: SqliteIndex, node: str, t0: int, t1: int) -> list[Evidence]:
     """What the index holds about the node itself, the instance behind it and its GPUs.
     Records about a pod (which carry its namespace) are that pod's tenant's, never read here."""
     instances = {b.object for b in index.bindings("node.instance", subjects=[node])}

@@ -195,7 +195,8 @@ def loop_state(attempts: Sequence[Attempt], roots: Sequence[str]) -> Loop:
 
 
 def gpu_hours(attempts: Iterable[Attempt], checkpoint_at: dict[str, int]) -> GpuHours:
-    """GPU-hours used by every run, and lost by failed runs since their last checkpoint."""
+    """GPU-hours used by every run, and lost by failed runs since their last checkpoint; each
+    failed run keeps its own loss (`gpu_hours_lost`), which the fleet view adds up by node."""
     used = lost = 0.0
     for a in attempts:
         if a.started_at is None or a.ended_at is None or not a.gpus:
@@ -204,7 +205,8 @@ def gpu_hours(attempts: Iterable[Attempt], checkpoint_at: dict[str, int]) -> Gpu
         used += span * a.gpus / _HOUR_MS
         if a.failed:
             since = checkpoint_at.get(a.id, a.started_at)
-            lost += max(0, a.ended_at - since) * a.gpus / _HOUR_MS
+            a.gpu_hours_lost = max(0, a.ended_at - since) * a.gpus / _HOUR_MS
+            lost += a.gpu_hours_lost
     return GpuHours(
         used,
         lost,

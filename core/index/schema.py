@@ -143,5 +143,24 @@ _V2 = """
 CREATE INDEX pods_node ON pods(node, last_seen) WHERE node IS NOT NULL;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+_V3 = """
+-- The fleet view reads every GPU fault and node condition in a window, across experiments.
+-- The kinds are listed as core/index/sqlite.py's FLEET_KINDS: a query uses this partial index
+-- only when it names the same list.
+CREATE INDEX evidence_fleet ON evidence(kind, ts) WHERE kind IN ('gpu.xid', 'node.condition');
+
+-- Documents derived from the evidence, kept so they are not recomputed on every read (the
+-- fleet view's per-experiment runs). Each has a stamp saying what it was made from; a reader
+-- that finds the stamp out of date recomputes it. Dropping the table loses nothing.
+CREATE TABLE derived (
+    kind    TEXT NOT NULL,
+    key     TEXT NOT NULL,
+    stamp   TEXT NOT NULL,
+    made    INTEGER NOT NULL,                -- the evidence seq it had seen
+    body    BLOB NOT NULL,
+    PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -7,6 +7,7 @@ batches inside one transaction; the deterministic evidence id is the rowid, so
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -21,7 +22,11 @@ from whyjob.core.errors import IndexLocked, IndexProblem, IndexTooNew
 from whyjob.core.evidence import Evidence
 from whyjob.core.index.schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["QuarantineRow", "SqliteIndex"]
+__all__ = ["FLEET_KINDS", "QuarantineRow", "SqliteIndex"]
+
+# The kinds the fleet view reads across experiments, as listed by the partial index
+# `evidence_fleet` (schema V3); the query must name the same list to use it.
+FLEET_KINDS = ("gpu.xid", "node.condition")
 
 _EVIDENCE_COLUMNS = (
     "id, ts, ts_end, source, kind, severity, cluster, namespace, experiment, pod, pod_uid, "
@@ -132,6 +137,11 @@ class SqliteIndex:
                 f"{self.path} has schema version {version}; this whyjob reads up to "
                 f"{SCHEMA_VERSION}. Upgrade whyjob."
             )
+        if version < SCHEMA_VERSION and os.access(self.path, os.W_OK):
+            # A reader of an index an older whyjob wrote brings it forward once, as a writer
+            # would: after an upgrade, `whyjob explain` works without an import first.
+            SqliteIndex(self.path).close()
+            return
         if version < SCHEMA_VERSION:
             raise IndexProblem(
                 f"{self.path} has schema version {version} and needs migrating to "
@@ -566,6 +576,66 @@ class SqliteIndex:
                     for r in rows
                 )
         return out
+
+    def fleet_records(self, t0: int, t1: int) -> list[Evidence]:
+        """Every GPU fault and node condition in [t0, t1], whichever experiment they touched."""
+        kinds = ", ".join(f"'{kind}'" for kind in FLEET_KINDS)
+        rows = self._db.execute(
+            f"SELECT {_READ_COLUMNS} FROM evidence WHERE kind IN ({kinds}) "
+            "AND ts BETWEEN ? AND ? ORDER BY ts",
+            (t0, t1),
+        )
+        return [_row_to_evidence(row) for row in rows]
+
+    def node_spans(self, t0: int, t1: int) -> dict[str, tuple[int, int]]:
+        """Each node's first and last sighting of a pod on it, within [t0, t1]."""
+        rows = self._db.execute(
+            "SELECT node, max(min(first_seen), ?), min(max(last_seen), ?) FROM pods "
+            "WHERE node IS NOT NULL AND last_seen >= ? AND first_seen <= ? GROUP BY node",
+            (t0, t1, t0, t1),
+        )
+        return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+    def node_labels(self, nodes: Iterable[str], until: int) -> dict[str, dict[str, str]]:
+        """Each node's labels from its last snapshot at or before `until`."""
+        out: dict[str, dict[str, str]] = {}
+        for node in sorted(set(nodes)):
+            row = self._db.execute(
+                "SELECT attrs FROM evidence WHERE node = ? AND pod_uid IS NULL "
+                "AND kind = 'node.snapshot' AND ts <= ? ORDER BY ts DESC LIMIT 1",
+                (node, until),
+            ).fetchone()
+            labels = (orjson.loads(row[0]) or {}).get("labels") if row and row[0] else None
+            if isinstance(labels, dict):
+                out[node] = {str(k): str(v) for k, v in labels.items()}
+        return out
+
+    def last_seq(self) -> int:
+        """The insertion number of the newest record (0 when empty)."""
+        return int(self._db.execute("SELECT coalesce(max(seq), 0) FROM evidence").fetchone()[0])
+
+    def hours_written_after(self, seq: int) -> set[int]:
+        """The hours (ts // 3,600,000) of the records inserted after `seq`: what they touch."""
+        rows = self._db.execute(
+            "SELECT DISTINCT ts / 3600000 FROM evidence WHERE seq > ?", (seq,)
+        ).fetchall()
+        return {int(row[0]) for row in rows}
+
+    def derived(self, kind: str) -> dict[str, tuple[str, int, bytes]]:
+        """Every derived document of a kind: key -> (stamp, seq it had seen, body)."""
+        rows = self._db.execute(
+            "SELECT key, stamp, made, body FROM derived WHERE kind = ?", (kind,)
+        ).fetchall()
+        return {str(r[0]): (str(r[1]), int(r[2]), bytes(r[3])) for r in rows}
+
+    def put_derived(self, kind: str, documents: Iterable[tuple[str, str, int, bytes]]) -> None:
+        """Store (key, stamp, seq seen, body) documents of a kind, replacing older ones."""
+        with self.transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO derived (kind, key, stamp, made, body) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(kind, *document) for document in documents],
+            )
 
     def search(self, query: str, limit: int = 50) -> list[Evidence]:
         """Full-text search over messages (SQLite FTS5 query syntax), newest first. Covers what

@@ -165,3 +165,28 @@ def test_a_team_cannot_open_another_teams_timeline(
     namespace, name = world.b
     _login(browser, site, "team-a", f"/experiments/{namespace}/{name}")
     assert "no experiment" in browser.page_source and not browser.find_elements(By.ID, "plot")
+
+
+def test_the_fleet_page_charts_the_loss_and_ranks_the_xid_node_first(
+    browser: webdriver.Chrome, site: str, world: World, tmp_path: Path
+) -> None:
+    _login(browser, site, "ops", "/nodes?since=365d")
+    segments = browser.find_elements(By.CSS_SELECTOR, "svg#loss rect.segment")
+    assert segments and all(float(s.get_attribute("height") or 0) > 0 for s in segments)
+    assert {s.get_attribute("data-cause") for s in segments} >= {"gpu", "node", "app"}
+    first = browser.find_element(By.CSS_SELECTOR, "#nodes tbody tr")
+    assert first.get_attribute("data-hardware") != "0"
+    node = first.get_attribute("data-node")
+    _shoot(browser, "fleet.png", tmp_path)
+    first.find_element(By.TAG_NAME, "a").click()
+    assert browser.find_element(By.ID, "node").get_attribute("data-node") == node
+    kinds = {
+        r.get_attribute("data-what")
+        for r in browser.find_elements(By.CSS_SELECTOR, "#history tbody tr")
+    }
+    assert {"fault", "run"} <= kinds
+    _shoot(browser, "node.png", tmp_path)
+    # A team sees its own runs only; the others' are a count.
+    _login(browser, site, "team-a", "/nodes?since=365d")
+    window = browser.find_element(By.ID, "window").text
+    assert "in namespaces you cannot read" in window and world.b[1] not in browser.page_source

@@ -11,6 +11,7 @@ from whyjob.core.errors import IndexProblem, IndexTooNew
 from whyjob.core.evidence import Evidence, evidence_id
 from whyjob.core.index import SqliteIndex
 from whyjob.core.index.schema import SCHEMA_VERSION
+from whyjob.core.index.sqlite import FLEET_KINDS
 
 
 def _ev(n: int, **fields: object) -> Evidence:
@@ -96,6 +97,9 @@ def test_explain_queries_use_their_indexes(index: SqliteIndex) -> None:
         "pod": "SELECT id FROM evidence WHERE pod_uid = 'u' AND kind <> 'log.line' AND ts BETWEEN 0 AND 1",
         "node": "SELECT id FROM evidence WHERE node = 'n' AND pod_uid IS NULL AND ts BETWEEN 0 AND 1",
         "tail": "SELECT id FROM evidence WHERE pod_uid = 'u' AND container = 'c' AND kind = 'log.line' AND ts <= 1 ORDER BY ts DESC LIMIT 5",
+        "fleet": "SELECT id FROM evidence WHERE kind IN ("
+        + ", ".join(f"'{kind}'" for kind in FLEET_KINDS)
+        + ") AND ts BETWEEN 0 AND 1 ORDER BY ts",
     }
     for name, query in plans.items():
         plan = " ".join(str(row[-1]) for row in db.execute("EXPLAIN QUERY PLAN " + query))
