@@ -39,14 +39,16 @@ def timeline_view(explanation: Explanation, *, now_ms: int) -> dict[str, Any]:
     attempts = explanation.attempts
     times = [t for a in attempts for t in (a.started_at, a.ended_at) if t is not None]
     times += [e.at for e in explanation.timeline]
-    # A warning ahead of the fall is drawn where the node may go: the view reaches its start.
-    times += [risk.starts for risk in explanation.at_risk]
     # The span of what was observed: a run still going is drawn to the last record seen, not
     # to today, or an old experiment's story would shrink to a sliver at the left.
     t0 = min(times, default=now_ms - 3_600_000)
     t1 = max(times, default=now_ms)
     if t1 <= t0:
         t1 = t0 + 60_000
+    seen = min(t1, now_ms)  # where running bars end: never in the future (an announced window is)
+    # A warning ahead of the fall is drawn where the node may go: the view reaches into it.
+    for risk in explanation.at_risk:
+        t1 = max(t1, risk.starts + (seen - t0) // 5)
     pad = (t1 - t0) // 50
     t0, t1 = t0 - pad, t1 + pad
     numbers = {
@@ -73,7 +75,7 @@ def timeline_view(explanation: Explanation, *, now_ms: int) -> dict[str, Any]:
         end = (
             attempt.ended_at
             if attempt.ended_at is not None
-            else (t1 if attempt.state == "running" else start)
+            else (seen if attempt.state == "running" else start)
         )
         caused_by = numbers.get(attempt.caused_by) if attempt.caused_by else None
         lanes[key]["bars"].append(

@@ -76,6 +76,9 @@ FAULTS: Final = {
 }
 _IMMINENT_MS: Final = 2 * 3_600_000  # a spot or removal notice older than this is history
 _HORIZON_MS: Final = 30 * 86_400_000  # how far ahead a scheduled window is looked for
+# A window announced without an end (an Azure Reboot or Redeploy, an EC2 retirement) is taken
+# as over this long after it opened: Azure's own events are done within minutes of NotBefore.
+_OPEN_WINDOW_MS: Final = 2 * 3_600_000
 _ENDED: Final = frozenset({"completed", "canceled", "cancelled", "Completed", "Canceled"})
 
 
@@ -154,7 +157,7 @@ def preflight(
     matcher = Matcher(rules)
     faults: dict[str, list[Evidence]] = {}
     imminent: dict[str, Evidence] = {}  # the latest of each (a taint is seen again and again)
-    windows: set[tuple[int, int]] = set()  # one event told by two sources is one reason
+    windows: set[int] = set()  # one event told by two sources is one reason
     for ev in node_records(index, node, now - lookback_ms, now + _HORIZON_MS):
         signals = matcher.match(ev)
         # What was known at `now`: what had happened, and the windows announced ahead.
@@ -203,8 +206,9 @@ def _windowed(signal: str, ev: Evidence, now: int, window_ms: int) -> list[Check
     """A notice with a window: blocking when it overlaps the start window, a note when later."""
     if str(ev.attrs.get("state") or "") in _ENDED:
         return []
-    start, end = ev.ts, ev.ts_end
-    if end is not None and end < now:
+    start = ev.ts
+    end = ev.ts_end if ev.ts_end is not None else start + _OPEN_WINDOW_MS
+    if end < now:
         return []  # over
     what = WINDOWED[signal]
     if start > now + window_ms:
@@ -214,9 +218,10 @@ def _windowed(signal: str, ev: Evidence, now: int, window_ms: int) -> list[Check
     return [_check(signal, what, True, ev, note=note)]
 
 
-def _minutes(ev: Evidence) -> tuple[int, int]:
-    """A notice's window to the minute: two sources stamp one event a few seconds apart."""
-    return ev.ts // 60_000, (ev.ts_end or 0) // 60_000
+def _minutes(ev: Evidence) -> int:
+    """A notice's start to the minute: two sources stamp one event a few seconds apart, and one
+    may give an end where the other gives none (AWS Health and the instance's own event)."""
+    return ev.ts // 60_000
 
 
 def _check(signal: str, what: str, blocking: bool, ev: Evidence, note: str = "") -> Check:

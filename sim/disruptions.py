@@ -240,6 +240,49 @@ def gce_host_maintenance(story: Story, rnd: Round, member: Member, at: int) -> O
     return Outcome(root, root.finished_at, lost_node=True)
 
 
+def announce_maintenance(
+    story: Story, member: Member, at: int, start: int
+) -> tuple[int, int | None]:
+    """The cloud announces maintenance of a running rank's host at `at`, for a window opening at
+    `start`; nothing happens to the node yet. Returns the window (an Azure event has no end)."""
+    node = story.world.node(member.node)
+    kind = story.world.cloud.kind
+    if kind == "aws":
+        end = start + 2 * 60 * MINUTE
+        code = story.rng.choice(("system-reboot", "system-maintenance", "instance-retirement"))
+        description = {
+            "system-reboot": "scheduled reboot",
+            "system-maintenance": "Scheduled system maintenance",
+            "instance-retirement": "The instance is running on degraded hardware",
+        }[code]
+        story.inc.instance_events.append(
+            InstanceEvent(node.instance_id, code, description, story.ids.aws_event_id(), start,
+                          end if code != "instance-retirement" else None)
+        )  # fmt: skip
+        _health_event(story, node, at, code, start, end, description)
+        return start, end if code != "instance-retirement" else None
+    if kind == "gce":
+        end = start + story.rng.choice((1, 2, 4)) * 60 * MINUTE
+        story.inc.gce_upcoming.append(
+            GceUpcoming(node.name, start, end, start + 60 * MINUTE, ["PLANNED_UPDATE"], "PENDING")
+        )
+        node.extra_labels["cloud.google.com/scheduled-maintenance-time"] = str(
+            story.clocks.read("cloud", start) // SECOND
+        )
+        story.node_snapshot(node, at)
+        return start, end
+    event_id, incarnation = story.ids.upper_uuid(), story.rng.randint(2, 9)
+    event_type = story.rng.choice(("Redeploy", "Reboot"))
+    for holder in _scale_set_peers(story, node):
+        story.inc.azure_events.append(
+            AzureEvent(node=holder.name, event_id=event_id, event_type=event_type,
+                       status="Scheduled", resources=[node.group_instance], not_before=start,
+                       description="Host server is undergoing maintenance.", source="Platform",
+                       duration=-1 if event_type == "Redeploy" else 0, incarnation=incarnation)
+        )  # fmt: skip
+    return start, None
+
+
 def _graceful_shutdown(
     story: Story, rnd: Round, member: Member, at: int, *, category: str, note: str
 ) -> Run:

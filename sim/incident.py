@@ -323,6 +323,8 @@ class Incident:
     roots: list[Run] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     end: int = 0  # capture time
+    # Notices of a window ahead on a running rank's node: (node, window start, end or None).
+    ahead: list[tuple[str, int, int | None]] = field(default_factory=list)
 
     def kern(self, node: str, at: int, text: str) -> None:
         self.kernel.setdefault(node, []).append((at, text))

@@ -926,6 +926,22 @@ def deleted(story: Story) -> None:
     _scrapes(story, at)
 
 
+def maintenance_ahead(story: Story) -> None:
+    """The cloud announces maintenance on one rank's host while the job trains; the capture
+    ends before the window opens: a warning is owed, nothing has failed."""
+    _job, rnd = _begin(story)
+    at = _train(story, rnd, 40, 180)
+    member = story.rng.choice(rnd.members)
+    start = at + story.rng.randint(45, 55) * MINUTE
+    window = disruptions.announce_maintenance(story, member, at, start)
+    story.inc.ahead.append((member.node, *window))
+    story.inc.notes.append(
+        f"maintenance announced for {member.node}, window opening at capture + ~40 minutes"
+    )
+    _scrapes(story, at)
+    rnd.still_running(at + story.rng.randint(3, 8) * MINUTE)
+
+
 def maintenance_storm(story: Story) -> None:
     job, rnd = _begin(story)
     tr = job.training
@@ -1060,6 +1076,12 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "deleted", "a user deletes the job; every rank exits 143; nothing failed", deleted
+        ),
+        Scenario(
+            "maintenance_ahead",
+            "maintenance announced for one rank's host of a running job, the window ahead "
+            "(EC2 scheduled event, GCE upcoming maintenance, Azure scheduled event)",
+            maintenance_ahead,
         ),
         Scenario(
             "maintenance_storm",

@@ -71,6 +71,9 @@ class Truth:
     attempts: tuple[AttemptTruth, ...]
     clock_skew_s: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    captured_at: str = ""  # when the bundle's snapshots were taken
+    # Windows announced ahead on a running rank's node: {"node", "starts", "ends"}.
+    ahead: tuple[dict[str, str | None], ...] = ()
 
     @property
     def experiment_name(self) -> str:
@@ -100,6 +103,8 @@ class Truth:
             "attempts": [a.to_json() for a in self.attempts],
             "clock_skew_s": dict(self.clock_skew_s),
             "notes": list(self.notes),
+            "captured_at": self.captured_at,
+            "ahead": [dict(a) for a in self.ahead],
         }
 
 
@@ -175,4 +180,13 @@ def build_truth(
         attempts=tuple(attempts),
         clock_skew_s={k: v / SECOND for k, v in sorted(offsets.items())},
         notes=tuple(incident.notes),
+        captured_at=rfc3339_micro(incident.end),
+        ahead=tuple(
+            {
+                "node": node,
+                "starts": rfc3339_micro(start),
+                "ends": rfc3339_micro(end) if end else None,
+            }
+            for node, start, end in incident.ahead
+        ),
     )

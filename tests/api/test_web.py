@@ -6,10 +6,12 @@ Set WHYJOB_SCREENSHOTS=docs/screenshots to refresh the committed screenshots."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,13 +24,13 @@ from selenium.webdriver.common.by import By
 from tests.api.conftest import TOKENS, World, access_for
 from tests.standins.services import free_port
 from whyjob.api.app import ApiOptions, create_app
+from whyjob.core.evidence import Evidence, evidence_id
 
 
-@pytest.fixture(scope="module")
-def site(world: World) -> Iterator[str]:
+@contextmanager
+def _serving(app: object) -> Iterator[str]:
     port = free_port()
-    app = create_app(world.service, ApiOptions(access_for(world), login_links=True))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))  # type: ignore[arg-type]
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -36,9 +38,19 @@ def site(world: World) -> Iterator[str]:
         if time.monotonic() > deadline:
             raise RuntimeError("the API server did not start")
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def site(world: World) -> Iterator[str]:
+    with _serving(
+        create_app(world.service, ApiOptions(access_for(world), login_links=True))
+    ) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +202,33 @@ def test_the_fleet_page_charts_the_loss_and_ranks_the_xid_node_first(
     _login(browser, site, "team-a", "/nodes?since=365d")
     window = browser.find_element(By.ID, "window").text
     assert "in namespaces you cannot read" in window and world.b[1] not in browser.page_source
+
+
+def test_a_running_job_with_maintenance_ahead_is_at_risk_on_its_page(
+    browser: webdriver.Chrome, tmp_path: Path, world: World
+) -> None:
+    from tests.api.test_maintenance_ahead import _running
+    from whyjob.api.service import Service
+    from whyjob.core.index import SqliteIndex
+    from whyjob.explain.ruleset import load_rules
+
+    now = int(time.time()) * 1000
+    with SqliteIndex(tmp_path / "index.sqlite") as index:
+        _running(index, "gpu-node-1", now)
+        index.write(
+            [Evidence(evidence_id("aws.ec2", "i-1", "ahead"), now + 40 * 60_000, "aws.ec2",
+                      "maintenance.scheduled", "EC2 system-reboot scheduled for i-1",
+                      ts_end=now + 160 * 60_000, node="gpu-node-1",
+                      attrs={"provider": "aws", "code": "system-reboot", "state": "scheduled"})]
+        )  # fmt: skip
+    service = Service(tmp_path / "index.sqlite", load_rules())
+    app = create_app(service, ApiOptions(access_for(world), login_links=True))
+    with _serving(app) as url:
+        _login(browser, url, "ops", "/experiments/ml/llama-ft")
+        (item,) = browser.find_elements(By.CSS_SELECTOR, "#at-risk li")
+        assert item.get_attribute("data-node") == "gpu-node-1"
+        assert re.search(r"scheduled maintenance, in (?:39m|40m)", item.text), item.text
+        assert "running worker-0" in item.text
+        (window,) = browser.find_elements(By.CSS_SELECTOR, "rect.window.at-risk")
+        assert float(window.get_attribute("width") or 0) > 2
+        _shoot(browser, "timeline-at-risk.png", tmp_path)

@@ -36,6 +36,7 @@ BENCHMARK = (
     "node_lost",
     "cuda_error",
     "deleted",
+    "maintenance_ahead",
     "maintenance_storm",
 )
 
