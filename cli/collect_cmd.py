@@ -6,13 +6,46 @@ import signal
 import sys
 import threading
 import time
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from whyjob.cli.state import fail, state_of
 
+if TYPE_CHECKING:
+    from whyjob.cli.marking import MarkLoop
+
 __all__ = ["collect", "fewer_malloc_arenas"]
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"whyjob collect: {line}\n")
+
+
+def _start_marking(
+    ctx: typer.Context, settings: dict[str, Any], index: Path, stop: threading.Event
+) -> MarkLoop:
+    """The opt-in node marker (`mark_nodes:`): its own API client, as it alone writes."""
+    from whyjob.cli.commands import load_ruleset
+    from whyjob.cli.marking import MarkLoop
+    from whyjob.collector.live.kubernetes import api_client_from
+    from whyjob.collector.live.nodemarks import NodeMarker
+
+    marker = NodeMarker(api_client_from(settings), settings["label"], taint=settings["taint"])
+    loop = MarkLoop(
+        index,
+        load_ruleset(ctx),
+        marker,
+        settings,
+        say=_say,
+    )
+    loop.start(stop)
+    sys.stderr.write(
+        f"whyjob collect: mark_nodes: labelling{' and tainting' if settings['taint'] else ''} "
+        f"nodes with a notice ahead as {settings['label']}\n"
+    )
+    return loop
 
 
 def collect(
@@ -57,7 +90,10 @@ def collect(
         )
     except WhyjobError as exc:
         fail(str(exc), exc.exit_code)
-    if not running.collectors and running.receiver is None:
+    marking = None
+    if config.mark_nodes is not None:
+        marking = _start_marking(ctx, config.mark_nodes, settings.index, running.stop_event)
+    if not running.collectors and running.receiver is None and marking is None:
         running.stop()
         fail("no collector could start (the lines above say why)", 1)
     done = threading.Event()
@@ -77,6 +113,8 @@ def collect(
         if deadline is not None and time.monotonic() >= deadline:
             break
     running.stop()
+    if marking is not None:
+        marking.join(10)
     sys.stderr.write("whyjob collect: stopped\n")
 
 

@@ -28,7 +28,7 @@ TOP_KEYS: Final = frozenset(
     {
         "index", "cluster", "experiments", "rules", "logs",
         "ingest", "metrics", "receiver", "collectors", "agent", "api", "alerts", "slack",
-        "preflight",
+        "preflight", "mark_nodes",
     }
 )  # fmt: skip
 Spec = Mapping[str, tuple[str, Any]]

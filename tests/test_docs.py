@@ -68,10 +68,14 @@ def test_every_collector_key_is_documented() -> None:
 
 
 def test_every_receiver_and_agent_key_is_documented() -> None:
-    from whyjob.collector.live.config import AGENT_KEYS, RECEIVER_KEYS
+    from whyjob.collector.live.config import AGENT_KEYS, MARK_KEYS, RECEIVER_KEYS
 
     text = (ROOT / "docs" / "configuration.md").read_text()
-    for section, keys in (("receiver", RECEIVER_KEYS), ("agent", AGENT_KEYS)):
+    for section, keys in (
+        ("receiver", RECEIVER_KEYS),
+        ("agent", AGENT_KEYS),
+        ("mark_nodes", MARK_KEYS),
+    ):
         for key in keys:
             assert f"`{section}.{key}`" in text, f"{section}.{key}"
 

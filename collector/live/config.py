@@ -8,6 +8,7 @@ an error naming the file and the line.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from whyjob.core.configfile import ConfigFile, parse_duration_s
 __all__ = [
     "AGENT_KEYS",
     "COLLECTOR_KEYS",
+    "MARK_KEYS",
     "RECEIVER_KEYS",
     "CollectConfig",
     "load_collect_config",
@@ -83,7 +85,20 @@ RECEIVER_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
     "context_lines": ("int", 20),
     "progress_every": ("duration", 30.0),
 }
+# The opt-in `mark_nodes:` mode: label (and optionally taint) nodes with a notice ahead.
+MARK_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
+    "label": ("str", "whyjob.io/maintenance-ahead"),
+    "taint": ("bool", False),
+    "window": ("duration", 3600.0),
+    "interval": ("duration", 60.0),
+    "kubeconfig": ("path", None),
+    "context": ("str", None),
+    "in_cluster": ("bool", False),
+}
 _METRICS_KEYS: Final = {"listen"}
+_LABEL_KEY: Final = re.compile(
+    r"(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +111,7 @@ class CollectConfig:
     collectors: dict[str, dict[str, Any]] = field(default_factory=dict)
     receiver: dict[str, Any] | None = None  # None: no receiver
     agent: dict[str, Any] | None = None  # the `agent:` section, for `whyjob agent`
+    mark_nodes: dict[str, Any] | None = None  # None: nodes are never written to
 
 
 def load_collect_config(path: Path) -> CollectConfig:
@@ -130,6 +146,15 @@ def load_collect_config(path: Path) -> CollectConfig:
         agent["token"] = agent["token"] or os.environ.get("WHYJOB_RECEIVER_TOKEN")
         if not agent["send_to"]:
             raise f.error(top["agent"], "agent.send_to names the collector's receiver URL")
+    mark_nodes = None
+    if "mark_nodes" in top:
+        mark_nodes = f.section(top["mark_nodes"], MARK_KEYS, "mark_nodes")
+        if not _LABEL_KEY.fullmatch(mark_nodes["label"]):
+            raise f.error(
+                top["mark_nodes"],
+                f"mark_nodes.label {mark_nodes['label']!r} is not a Kubernetes label key "
+                "(an optional DNS prefix and '/', then up to 63 of [A-Za-z0-9._-])",
+            )
     if "collectors" not in top and receiver is None and agent is None:
         raise f.error(root, "no `collectors:` section: name at least one collector")
     sections = (
@@ -153,4 +178,4 @@ def load_collect_config(path: Path) -> CollectConfig:
         collectors[name] = settings
     if not collectors and receiver is None and agent is None:
         raise f.error(top["collectors"], "`collectors:` names no collector")
-    return CollectConfig(path, listen, collectors, receiver, agent)
+    return CollectConfig(path, listen, collectors, receiver, agent, mark_nodes)

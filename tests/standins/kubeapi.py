@@ -884,6 +884,19 @@ class _Selector:
         return True
 
 
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: maps merge key by key, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge_patch(out.get(key), value)
+    return out
+
+
 def _parse_label_term(term: str) -> tuple[str, str, frozenset[str]]:
     if m := re.fullmatch(r"(\S+)\s+(in|notin)\s+\((.*)\)", term):
         return m.group(1), m.group(2), frozenset(v.strip() for v in m.group(3).split(","))
@@ -1412,7 +1425,47 @@ class _Handler(BaseHTTPRequestHandler):
             ),
         )
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = _not_allowed
+    do_POST = do_PUT = do_DELETE = _not_allowed
+
+    _PATCH_TYPES = ("application/strategic-merge-patch+json", "application/merge-patch+json")
+
+    def do_PATCH(self) -> None:
+        """PATCH of a node, as the API server answers it: a strategic merge or JSON merge patch
+        (for a Node's labels, annotations and taints both merge maps key by key, null deletes,
+        and lists are replaced whole), a resourceVersion in the patch that is not the stored one
+        a 409 Conflict, MODIFIED to watchers. Other resources and patch types are refused as
+        the server would refuse them."""
+        api = self.server.api
+        path, _ = self._record()
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        kind = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        parts = [p for p in path.split("/") if p]
+        if self.headers.get("Authorization") != f"Bearer {api.token}" and api.token:
+            return self._send_json(401, _status(401, "Unauthorized", "Unauthorized"))
+        if parts[:3] != ["api", "v1", "nodes"] or len(parts) != 4:
+            return self._not_allowed()
+        if kind not in self._PATCH_TYPES:
+            return self._send_json(
+                415, _status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: {', '.join(self._PATCH_TYPES)}")
+            )  # fmt: skip
+        try:
+            patch = json.loads(body)
+        except ValueError as exc:
+            return self._send_json(400, _status(400, "BadRequest", f"error decoding patch: {exc}"))
+        name = parts[3]
+        with api._cond:
+            stored = api._objects["nodes"].get(name)
+            if stored is None:
+                return self._missing(_view("nodes"), name)
+            wanted = (patch.get("metadata") or {}).get("resourceVersion")
+            current = stored["metadata"].get("resourceVersion")
+            if wanted is not None and str(wanted) != str(current):
+                return self._send_json(
+                    409, _status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; please apply your changes to the latest version and try again', {"name": name, "kind": "nodes"})
+                )  # fmt: skip
+            merged = _merge_patch(copy.deepcopy(stored), patch)
+            merged["metadata"].pop("resourceVersion", None)
+        self._send_json(200, api.update("nodes", merged))
 
     # -- routing ------------------------------------------------------------------------------
 
