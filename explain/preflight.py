@@ -72,6 +72,7 @@ FAULTS: Final = {
     "gpu.nvlink": "NVLink errors",
     "gpu.unhealthy": "GPU marked Unhealthy by the device plugin",
     "kernel.gpu-fault": "NVRM or NVSwitch fault",
+    "gpu.fabric-down": "NVSwitch fabric down (Fabric Manager)",
     "node.not-ready": "NotReady",
 }
 _IMMINENT_MS: Final = 2 * 3_600_000  # a spot or removal notice older than this is history

@@ -149,3 +149,25 @@ def test_the_simulated_maintenance_node_is_unsafe_inside_its_window_only(
     before = preflight(index, RULES, root.node, now=start - 3 * HOUR)
     assert not {c.code for c in before.checks if c.blocking} & _WINDOWED
     assert {c.code for c in before.checks if not c.blocking} & _WINDOWED  # told, as a note
+
+
+def test_a_fabric_manager_down_makes_an_nvswitch_node_unsafe(
+    node_index: SqliteIndex, tmp_path: Path
+) -> None:
+    # DCGM may call each GPU healthy while the NVLink fabric is down: the journal tells.
+    journal = tmp_path / "journal.txt"
+    journal.write_text(
+        "2026-03-04T10:15:40+0000 gpu-node-7 kernel: nvidia-nvswitch0: open (major=508)\n"
+        "2026-03-04T10:15:47+0000 gpu-node-7 systemd[1]: Starting NVIDIA fabric manager service...\n"
+        "2026-03-04T10:15:47+0000 gpu-node-7 nv-fabricmanager[4177]: request to query NVSwitch "
+        "device information from NVSwitch driver failed with error:WARNING Nothing to do "
+        "[NV_WARN_NOTHING_TO_DO]\n"
+        "2026-03-04T10:15:47+0000 gpu-node-7 systemd[1]: nvidia-fabricmanager.service: Control "
+        "process exited, code=exited, status=1/FAILURE\n"
+    )
+    report = Ingestor(node_index, IngestOptions()).ingest([str(journal)])
+    assert report.total("stored") >= 4 and report.exit_code == 0, report
+    found = preflight(node_index, RULES, NODE, now=NOW)
+    assert found.verdict == "unsafe"
+    (check,) = [c for c in found.checks if c.code == "gpu.fabric-down"]
+    assert check.what == "NVSwitch fabric down (Fabric Manager)" and check.count == 2

@@ -432,7 +432,9 @@ def test_firehose_streams_realistic_events_and_compacts(
     request = api_client.param_serialize(
         "GET",
         "/api/v1/events",
-        query_params=[("watch", "true"), ("resourceVersion", rv), ("timeoutSeconds", "2")],
+        # The server's end of the watch ends the read: long enough for a loaded runner to read
+        # the whole burst (2 s was not, once), shorter than the client's 5 s read timeout.
+        query_params=[("watch", "true"), ("resourceVersion", rv), ("timeoutSeconds", "4")],
         auth_settings=["BearerToken"],
     )
     response = api_client.call_api(*request, _request_timeout=READ_TIMEOUT).response
