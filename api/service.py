@@ -31,7 +31,7 @@ import orjson
 from whyjob.api.access import Principal
 from whyjob.core.errors import IndexProblem, NotFound
 from whyjob.core.evidence import parse_id
-from whyjob.core.index import ChangeWatch, SqliteIndex
+from whyjob.core.index import ChangeWatch, Index, SqliteIndex
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.engine import explain_experiment
 from whyjob.explain.model import Explanation
@@ -91,7 +91,7 @@ class Service:
         # One explain at a time: it is CPU-bound Python, and threads taking turns at the GIL
         # (and at SQLite's mutexes) cost more than they overlap: 40 at once took 3x the CPU.
         self._explaining = threading.Lock()
-        self._explain_index: SqliteIndex | None = None
+        self._explain_index: Index | None = None
         self._explain_inode = -1
         # (scope, since, until) -> (when computed, index generation, fleet)
         self._fleets: dict[tuple[str, str, str], tuple[float, tuple[int, ...], Fleet]] = {}
@@ -112,7 +112,7 @@ class Service:
         return None
 
     @contextmanager
-    def _index(self) -> Iterator[SqliteIndex]:
+    def _index(self) -> Iterator[Index]:
         index = SqliteIndex(self.index_path, readonly=True)
         try:
             yield index
@@ -230,7 +230,7 @@ class Service:
                 raise NotFound(f"no experiment {name!r} in namespace {namespace!r}")
             return explain_experiment(index, self.rules, name, namespace)
 
-    def _reader(self) -> SqliteIndex:
+    def _reader(self) -> Index:
         """The explains' own connection, kept open (called under `_explaining`): its page
         cache stays warm, which a connection per request would start empty each time (a
         fifth of an explain's CPU). Opened again when the index file is replaced."""
@@ -295,8 +295,8 @@ class Service:
     def pod_labels(self, uid: str) -> dict[str, str]:
         """A pod's labels (for routing notifications by label or owner)."""
         with self._index() as index:
-            pods = index._pods("uid = ?", (uid,))
-        return {str(k): str(v) for k, v in (pods[0].labels or {}).items()} if pods else {}
+            pod = index.pod(uid)
+        return {str(k): str(v) for k, v in (pod.labels or {}).items()} if pod else {}
 
     # -- the fleet ---------------------------------------------------------------------------
 
@@ -337,7 +337,7 @@ class Service:
         return history
 
     @contextmanager
-    def _writer(self) -> Iterator[SqliteIndex]:
+    def _writer(self) -> Iterator[Index]:
         """A connection that may keep the fleet's per-experiment parts (a read-only file or
         mount still answers, without keeping them)."""
         try:
@@ -396,15 +396,15 @@ class Service:
         document["raw"] = raw.decode("utf-8", "replace") if raw is not None else None
         return document
 
-    def _visible(self, index: SqliteIndex, principal: Principal, record: Any) -> bool:
+    def _visible(self, index: Index, principal: Principal, record: Any) -> bool:
         if principal.everything:
             return True
         namespace = record.namespace
         if namespace is None and record.pod_uid:
-            pods = index._pods("uid = ?", (record.pod_uid,))
-            if not pods:
+            pod = index.pod(record.pod_uid)
+            if pod is None:
                 return False  # about a pod whyjob cannot place: nobody's but an operator's
-            namespace = pods[0].namespace
+            namespace = pod.namespace
         if namespace is not None:
             return principal.may_read(namespace)
         node = record.node

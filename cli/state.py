@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from whyjob.core.index import SqliteIndex
+    from whyjob.core.index import Index
     from whyjob.core.settings import Settings
 
 __all__ = ["State", "fail", "state_of", "warn"]
@@ -37,7 +37,7 @@ class State:
             self._settings = settings.with_overrides(index=self.index_override)
         return self._settings
 
-    def open_index(self, *, readonly: bool) -> SqliteIndex:
+    def open_index(self, *, readonly: bool) -> Index:
         from whyjob.core.errors import WhyjobError
         from whyjob.core.index import SqliteIndex
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from whyjob.core.evidence import Evidence
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index
 from whyjob.explain import story
 from whyjob.explain.attempts import build_attempts
 from whyjob.explain.cascade import build_chain, first_dominoes
@@ -19,7 +19,7 @@ __all__ = ["explain_experiment", "explain_scene"]
 
 
 def explain_experiment(
-    index: SqliteIndex,
+    index: Index,
     rules: RuleSet,
     name: str,
     namespace: str | None = None,
@@ -56,7 +56,7 @@ def _unexplained(attempt: Attempt) -> Cause:
 
 
 def explain_scene(
-    scene: Scene, rules: RuleSet, *, index: SqliteIndex | None = None, now: int | None = None
+    scene: Scene, rules: RuleSet, *, index: Index | None = None, now: int | None = None
 ) -> Explanation:
     """The explanation of a gathered scene; with the index, running ranks are also judged at
     risk (as of `now`, default the clock) from what it holds about their nodes."""

@@ -28,7 +28,7 @@ import orjson
 from whyjob.core.entities import ExperimentRecord
 from whyjob.core.errors import WhyjobError
 from whyjob.core.evidence import Evidence
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index
 from whyjob.explain.engine import explain_scene
 from whyjob.explain.fleetmodel import (
     HARDWARE,
@@ -66,7 +66,7 @@ _TYPE_LABELS: Final = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/i
 _HARDWARE_SIGNALS: Final = frozenset(FAULTS) - {"node.not-ready", "gpu.unhealthy"}
 
 
-def fleet_window(index: SqliteIndex, since: str, until: str | None) -> tuple[int, int]:
+def fleet_window(index: Index, since: str, until: str | None) -> tuple[int, int]:
     """The window a fleet view covers: `until` (RFC 3339) or the newest experiment sighting,
     and `since` as a duration back from it (30d) or a time. ValueError names a bad value."""
     from whyjob.core.timeutil import parse_ts
@@ -84,7 +84,7 @@ def fleet_window(index: SqliteIndex, since: str, until: str | None) -> tuple[int
 
 
 def build_fleet(
-    index: SqliteIndex,
+    index: Index,
     rules: RuleSet,
     *,
     since: int,
@@ -141,7 +141,7 @@ def _shape() -> str:
 
 
 def _still_valid(
-    index: SqliteIndex,
+    index: Index,
     hit: tuple[str, int, bytes] | None,
     stamp: str,
     last: int,
@@ -165,7 +165,7 @@ def _still_valid(
     return document
 
 
-def _explained(index: SqliteIndex, rules: RuleSet, name: str, namespace: str) -> dict[str, Any]:
+def _explained(index: Index, rules: RuleSet, name: str, namespace: str) -> dict[str, Any]:
     scene = gather(index, name, namespace)
     explanation = explain_scene(scene, rules)
     return {
@@ -277,7 +277,7 @@ def _gpu_key(ev: Evidence) -> str:
     return f"{ev.node or '?'}/{ev.attrs.get('pci') or '?'}"
 
 
-def _gpu_faults(index: SqliteIndex, rules: RuleSet, since: int, until: int) -> list[Evidence]:
+def _gpu_faults(index: Index, rules: RuleSet, since: int, until: int) -> list[Evidence]:
     """The hardware-class GPU faults of the window, each told once: the kernel log has every
     Xid and DCGM repeats them, so DCGM counts only for nodes the kernel log did not cover."""
     matcher = Matcher(rules)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from whyjob.core.entities import ExperimentRecord, PodRecord
 from whyjob.core.errors import NotFound, WhyjobError
 from whyjob.core.evidence import Evidence
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index
 
 __all__ = ["Scene", "gather"]
 
@@ -67,7 +67,7 @@ def _order(ev: Evidence) -> tuple[int, int, int]:
 
 
 def _find(
-    index: SqliteIndex, name: str, namespace: str | None
+    index: Index, name: str, namespace: str | None
 ) -> tuple[ExperimentRecord | None, list[PodRecord]]:
     found = index.experiments(name, namespace)
     if len(found) > 1:
@@ -95,7 +95,7 @@ def _find(
     return None, pods
 
 
-def _suggest(index: SqliteIndex, name: str) -> str:
+def _suggest(index: Index, name: str) -> str:
     import difflib
 
     names = sorted({e.name for e in index.experiments(limit=5000)})
@@ -109,7 +109,7 @@ def _suggest(index: SqliteIndex, name: str) -> str:
     return "; the index holds no experiments yet (`whyjob ingest PATH`)"
 
 
-def gather(index: SqliteIndex, name: str, namespace: str | None = None) -> Scene:
+def gather(index: Index, name: str, namespace: str | None = None) -> Scene:
     record, pods = _find(index, name, namespace)
     if not pods:
         raise NotFound(
@@ -180,5 +180,5 @@ def gather(index: SqliteIndex, name: str, namespace: str | None = None) -> Scene
     return scene
 
 
-def log_tail(index: SqliteIndex, uid: str, container: str, until: int) -> list[Evidence]:
+def log_tail(index: Index, uid: str, container: str, until: int) -> list[Evidence]:
     return index.log_tail(uid, container, until, _LOG_TAIL)

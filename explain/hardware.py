@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index
 from whyjob.explain.model import Attempt
 
 __all__ = ["NodeRecord", "implicated"]
@@ -52,7 +52,7 @@ class NodeRecord:
 
 
 def implicated(
-    index: SqliteIndex, namespace: str, experiment: str, attempts: list[Attempt]
+    index: Index, namespace: str, experiment: str, attempts: list[Attempt]
 ) -> list[NodeRecord]:
     """A record for each node under a hardware-class failure of this experiment."""
     by_node: dict[str, int] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index
 from whyjob.explain.preflight import IMMINENT, WINDOWED, preflight
 from whyjob.explain.ruleset import RuleSet
 
@@ -33,7 +33,7 @@ class Mark:
 
 
 def marks(
-    index: SqliteIndex, rules: RuleSet, nodes: Iterable[str], *, now: int, window_ms: int
+    index: Index, rules: RuleSet, nodes: Iterable[str], *, now: int, window_ms: int
 ) -> dict[str, Mark]:
     """A mark for each node with a notice inside [now, now + window] (or a spot, rebalance or
     removal notice now), the earliest when there are several."""

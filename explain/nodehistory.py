@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.fleetmodel import Fleet, GpuHealth, NodeHealth
 from whyjob.explain.matching import Matcher
@@ -58,7 +58,7 @@ _NOTICES: Final = {**WINDOWED, **IMMINENT}
 _DAY_MS: Final = 86_400_000
 
 
-def node_history(index: SqliteIndex, rules: RuleSet, fleet: Fleet, node: str) -> NodeHistory:
+def node_history(index: Index, rules: RuleSet, fleet: Fleet, node: str) -> NodeHistory:
     """The node's notices, faults and NotReady spells in the fleet's window (records about the
     node, its instance and GPUs only, never a pod's), with the runs that failed on it."""
     matcher = Matcher(rules)

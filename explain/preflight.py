@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from whyjob.core.evidence import Evidence
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index
 from whyjob.core.timeutil import format_duration, format_ts
 from whyjob.explain.matching import Matcher
 from whyjob.explain.ruleset import RuleSet
@@ -144,7 +144,7 @@ class Preflight:
 
 
 def preflight(
-    index: SqliteIndex,
+    index: Index,
     rules: RuleSet,
     node: str,
     *,
@@ -231,7 +231,7 @@ def _check(signal: str, what: str, blocking: bool, ev: Evidence, note: str = "")
     return Check(signal, what, blocking, message, ev.ts, ev.ts_end, 1, ev.public_id)
 
 
-def _seen_before(index: SqliteIndex, node: str, now: int) -> bool:
+def _seen_before(index: Index, node: str, now: int) -> bool:
     """The node ran pods, was bound to an instance or held GPUs before `now`: known, though
     nothing about it falls in the look-back."""
     bound = (
@@ -242,7 +242,7 @@ def _seen_before(index: SqliteIndex, node: str, now: int) -> bool:
     return any(b.first_ts <= now for b in bound)
 
 
-def node_records(index: SqliteIndex, node: str, t0: int, t1: int) -> list[Evidence]:
+def node_records(index: Index, node: str, t0: int, t1: int) -> list[Evidence]:
     """What the index holds about the node itself, the instance behind it and its GPUs.
     Records about a pod (which carry its namespace) are that pod's tenant's, never read here."""
     instances = {b.object for b in index.bindings("node.instance", subjects=[node])}

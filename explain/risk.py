@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index
 from whyjob.core.timeutil import format_duration, format_ts
 from whyjob.explain.model import Attempt
 from whyjob.explain.preflight import FAULTS, LOOKBACK_MS, WINDOW_MS, WINDOWED, Check, preflight
@@ -64,7 +64,7 @@ class AtRisk:
 
 
 def at_risk(
-    index: SqliteIndex,
+    index: Index,
     rules: RuleSet,
     attempts: list[Attempt],
     checkpoints: dict[str, int],

@@ -24,7 +24,7 @@ from whyjob.collector.ingest.base import Context, IngestOptions, Item, Rejected
 from whyjob.collector.redaction import quarantine_body, redact_record, redact_text
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index
 
 __all__ = ["FileResult", "IngestSummary", "Ingestor"]
 
@@ -138,7 +138,7 @@ class Ingestor:
 
     def __init__(
         self,
-        index: SqliteIndex,
+        index: Index,
         options: IngestOptions,
         *,
         on_reject: RejectHook | None = None,

@@ -20,7 +20,7 @@ from whyjob.collector.live.logs import LogRetention
 from whyjob.collector.live.poller import Poller
 from whyjob.collector.live.receiver import Receiver
 from whyjob.collector.live.sink import Writer
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index, SqliteIndex
 
 __all__ = ["Collector", "Running", "start_collectors"]
 
@@ -115,7 +115,7 @@ BUILDERS: dict[str, Builder] = {
 class Running:
     """A started collecting process: stop it with `stop()`."""
 
-    index: SqliteIndex
+    index: Index
     writer: Writer
     health: Health
     metrics: MetricsServer | None

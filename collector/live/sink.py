@@ -16,7 +16,7 @@ from whyjob.collector.live.health import Health
 from whyjob.collector.redaction import quarantine_body, redact_record, redact_text
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index
 
 __all__ = ["Batch", "Sink", "Writer"]
 
@@ -54,7 +54,7 @@ class Writer:
     written at all the writer stops, `failed` says why, and `put` raises instead of blocking.
     """
 
-    def __init__(self, index: SqliteIndex, health: Health, *, max_queue: int = 4) -> None:
+    def __init__(self, index: Index, health: Health, *, max_queue: int = 4) -> None:
         self.index = index
         self.health = health
         self._queue: queue.Queue[Batch | None] = queue.Queue(max_queue)

@@ -20,6 +20,7 @@ import orjson
 from whyjob.core.entities import Binding, ExperimentRecord, PodRecord
 from whyjob.core.errors import IndexLocked, IndexProblem, IndexTooNew
 from whyjob.core.evidence import Evidence
+from whyjob.core.index.base import Index
 from whyjob.core.index.schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["FLEET_KINDS", "QuarantineRow", "SqliteIndex"]
@@ -510,6 +511,11 @@ class SqliteIndex:
             return self._pods("name LIKE ? ESCAPE '\\'", (pattern,))
         return self._pods("name LIKE ? ESCAPE '\\' AND namespace = ?", (pattern, namespace))
 
+    def pod(self, uid: str) -> PodRecord | None:
+        """One pod incarnation by its uid."""
+        found = self._pods("uid = ?", (uid,))
+        return found[0] if found else None
+
     def pods_on_node(self, node: str, t0: int, t1: int, limit: int = 500) -> list[PodRecord]:
         """Pods seen on a node between t0 and t1, newest first."""
         return self._pods(
@@ -672,3 +678,8 @@ class SqliteIndex:
     def time_range(self) -> tuple[int | None, int | None]:
         row = self._db.execute("SELECT min(ts), max(ts) FROM evidence").fetchone()
         return (row[0], row[1])
+
+
+def _keeps_the_contract(index: SqliteIndex) -> Index:
+    """Never called: mypy checks here that SqliteIndex has every method of the contract."""
+    return index
