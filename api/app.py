@@ -37,7 +37,7 @@ from whyjob.api import web
 from whyjob.api.access import Access, Principal
 from whyjob.api.service import Service, status_of
 from whyjob.api.timeline import timeline_view
-from whyjob.core.errors import NotFound
+from whyjob.core.errors import NotFound, WhyjobError
 from whyjob.core.timeutil import parse_ts
 
 __all__ = ["ApiOptions", "create_app"]
@@ -134,11 +134,13 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
         _secure(request.url.path, response)
         return response
 
-    def explained(who: Principal, namespace: str, name: str) -> Any:
+    def explained(who: Principal, namespace: str, name: str, cluster: str | None) -> Any:
         try:
-            return service.explanation(who, namespace, name)
+            return service.explanation(who, namespace, name, cluster=cluster)
         except NotFound as exc:
             raise HTTPException(404, str(exc)) from None
+        except WhyjobError as exc:  # the name is in several clusters: which one
+            raise HTTPException(409, str(exc)) from None
 
     # -- API -----------------------------------------------------------------------------------
 
@@ -149,8 +151,10 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
         return service.experiments(who, q, status)
 
     @app.get("/api/v1/experiments/{namespace}/{name}")
-    def experiment_status(namespace: str, name: str, who: Who) -> dict[str, Any]:
-        explanation = explained(who, namespace, name)
+    def experiment_status(
+        namespace: str, name: str, who: Who, cluster: str | None = None
+    ) -> dict[str, Any]:
+        explanation = explained(who, namespace, name, cluster)
         return {
             "experiment": explanation.experiment.to_json(),
             "status": status_of(explanation),
@@ -160,16 +164,18 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
         }
 
     @app.get("/api/v1/experiments/{namespace}/{name}/explanation")
-    def explanation(namespace: str, name: str, who: Who) -> Response:
+    def explanation(namespace: str, name: str, who: Who, cluster: str | None = None) -> Response:
         try:
-            document = service.explanation_json(who, namespace, name)
+            document = service.explanation_json(who, namespace, name, cluster)
         except NotFound as exc:
             raise HTTPException(404, str(exc)) from None
+        except WhyjobError as exc:
+            raise HTTPException(409, str(exc)) from None
         return Response(document, media_type="application/json")
 
     @app.get("/api/v1/experiments/{namespace}/{name}/timeline")
-    def timeline(namespace: str, name: str, who: Who) -> Response:
-        view = timeline_view(explained(who, namespace, name), now_ms=_now_ms())
+    def timeline(namespace: str, name: str, who: Who, cluster: str | None = None) -> Response:
+        view = timeline_view(explained(who, namespace, name, cluster), now_ms=_now_ms())
         return Response(orjson.dumps(view), media_type="application/json")
 
     @app.get("/api/v1/nodes/{node}/preflight")
@@ -228,8 +234,8 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
         return web.index_page(who, service.experiments(who, q, status or None), q, status)
 
     @app.get("/experiments/{namespace}/{name}", response_class=HTMLResponse)
-    def experiment_page(namespace: str, name: str, who: Who) -> str:
-        explanation = explained(who, namespace, name)
+    def experiment_page(namespace: str, name: str, who: Who, cluster: str | None = None) -> str:
+        explanation = explained(who, namespace, name, cluster)
         return web.experiment_page(who, explanation, status_of(explanation), _now_ms())
 
     @app.get("/nodes", response_class=HTMLResponse)

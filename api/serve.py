@@ -51,7 +51,8 @@ class Served:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         names = self.service.recent(now - int(window_s * 1000))
         explanations = [
-            self.service.explanation(_EVERYTHING, ns, name, current=True) for ns, name in names
+            self.service.explanation(_EVERYTHING, ns, name, current=True, cluster=cluster)
+            for ns, name, cluster in names
         ]
         # Failures first: their first message starts the experiment's thread, where the loop
         # alert then goes.

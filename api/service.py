@@ -62,6 +62,7 @@ class _Cached:
     document: bytes | None = None  # the JSON, made on first request
 
 
+_ANY = "\x00any"  # the cache key of an explanation asked for without naming a cluster
 _MAX_CACHED = 20_000  # explanations kept; beyond it the oldest half goes
 # An expired explanation is answered while it is refreshed only this many cache_s old at most;
 # older (a refresh keeps failing), the request computes it itself and sees the error.
@@ -81,12 +82,12 @@ class Service:
         self.rules = rules
         self.cache_s = cache_s
         self.preflight_ms = preflight_ms  # the default window and look-back
-        self._cache: dict[tuple[str, str], _Cached] = {}
+        self._cache: dict[tuple[str, str, str], _Cached] = {}
         self._lock = threading.Lock()
-        self._computing: dict[tuple[str, str], threading.Lock] = {}
+        self._computing: dict[tuple[str, str, str], threading.Lock] = {}
         self._changes = ChangeWatch(index_path)
-        self._refreshing: set[tuple[str, str]] = set()
-        self._refresh_queue: queue.Queue[tuple[str, str]] = queue.Queue()
+        self._refreshing: set[tuple[str, str, str]] = set()
+        self._refresh_queue: queue.Queue[tuple[str, str, str]] = queue.Queue()
         self._refresher: threading.Thread | None = None
         # One explain at a time: it is CPU-bound Python, and threads taking turns at the GIL
         # (and at SQLite's mutexes) cost more than they overlap: 40 at once took 3x the CPU.
@@ -100,7 +101,7 @@ class Service:
         """Changes whenever another connection has committed to the index (core/index/changes.py)."""
         return self._changes.token()
 
-    def _fresh(self, key: tuple[str, str], generation: tuple[int, ...]) -> Explanation | None:
+    def _fresh(self, key: tuple[str, str, str], generation: tuple[int, ...]) -> Explanation | None:
         if self.cache_s <= 0:
             return None
         with self._lock:
@@ -122,20 +123,27 @@ class Service:
     # -- experiments ---------------------------------------------------------------------------
 
     def explanation(
-        self, principal: Principal, namespace: str, name: str, *, current: bool = False
+        self,
+        principal: Principal,
+        namespace: str,
+        name: str,
+        *,
+        current: bool = False,
+        cluster: str | None = None,
     ) -> Explanation:
         """The experiment's explanation; `current`: never an expired one, even if that means
         waiting for it (the loop watch and notifications must see a failure as soon as it is
-        in the index, not one round later)."""
+        in the index, not one round later); `cluster` picks one of several clusters' (""
+        the one no cluster was named for)."""
         if not principal.may_read(namespace):
             raise NotFound(f"no experiment {name!r} in namespace {namespace!r}")
-        key = (namespace, name)
+        key = (namespace, name, _ANY if cluster is None else cluster)
         generation = self._generation()
         found = self._fresh(key, generation)
         if found is not None:
             return found
         if self.cache_s <= 0:
-            return self._explain(namespace, name)
+            return self._explain(namespace, name, cluster)
         with self._lock:
             stale = self._cache.get(key)
             if (
@@ -157,7 +165,7 @@ class Service:
                 if found is not None:
                     return found
                 started = time.monotonic()
-                explanation = self._explain(namespace, name)
+                explanation = self._explain(namespace, name, cluster)
                 self._store(key, generation, explanation, started)
                 return explanation
         finally:
@@ -167,7 +175,7 @@ class Service:
 
     def _store(
         self,
-        key: tuple[str, str],
+        key: tuple[str, str, str],
         generation: tuple[int, ...],
         explanation: Explanation,
         started: float,
@@ -200,35 +208,38 @@ class Service:
                 if self._fresh(key, generation) is not None:
                     continue  # a request has made it meanwhile
                 started = time.monotonic()
-                explanation = self._explain(*key)
+                namespace, name, scope = key
+                explanation = self._explain(namespace, name, None if scope == _ANY else scope)
             except (NotFound, IndexProblem):  # gone, or no index: stop answering from memory
                 with self._lock:
                     self._cache.pop(key, None)
             except Exception:  # the previous answer stays, for at most _STALE_LIMIT x cache_s
-                _log.exception("refreshing the explanation of %s/%s", *key)
+                _log.exception("refreshing the explanation of %s/%s", key[0], key[1])
             else:
                 self._store(key, generation, explanation, started)
             finally:
                 with self._lock:
                     self._refreshing.discard(key)
 
-    def explanation_json(self, principal: Principal, namespace: str, name: str) -> bytes:
+    def explanation_json(
+        self, principal: Principal, namespace: str, name: str, cluster: str | None = None
+    ) -> bytes:
         """The explanation as JSON bytes, serialised once per cached explanation."""
-        explanation = self.explanation(principal, namespace, name)
+        explanation = self.explanation(principal, namespace, name, cluster=cluster)
         with self._lock:
-            cached = self._cache.get((namespace, name))
+            cached = self._cache.get((namespace, name, _ANY if cluster is None else cluster))
         if cached is not None and cached.explanation is explanation:
             if cached.document is None:
                 cached.document = orjson.dumps(explanation.to_json())
             return cached.document
         return orjson.dumps(explanation.to_json())
 
-    def _explain(self, namespace: str, name: str) -> Explanation:
+    def _explain(self, namespace: str, name: str, cluster: str | None = None) -> Explanation:
         with self._explaining:
             index = self._reader()
-            if not index.experiments(name=name, namespace=namespace, limit=1):
+            if not index.experiments(name=name, namespace=namespace, limit=1, cluster=cluster):
                 raise NotFound(f"no experiment {name!r} in namespace {namespace!r}")
-            return explain_experiment(index, self.rules, name, namespace)
+            return explain_experiment(index, self.rules, name, namespace, cluster=cluster)
 
     def _reader(self) -> Index:
         """The explains' own connection, kept open (called under `_explaining`): its page
@@ -263,10 +274,13 @@ class Service:
             ]
         out = []
         for record in records:
-            explanation = self.explanation(principal, record.namespace, record.name)
+            explanation = self.explanation(
+                principal, record.namespace, record.name, cluster=record.cluster
+            )
             row = {
                 "name": record.name,
                 "namespace": record.namespace,
+                "cluster": record.cluster or None,
                 "launcher": record.launcher,
                 "first_seen": format_ts(record.first_seen),
                 "last_seen": format_ts(record.last_seen),
@@ -283,11 +297,11 @@ class Service:
                 break
         return out
 
-    def recent(self, since_ms: int) -> list[tuple[str, str]]:
-        """(namespace, name) of the experiments seen since then, without explaining them."""
+    def recent(self, since_ms: int) -> list[tuple[str, str, str]]:
+        """(namespace, name, cluster) of the experiments seen since then, unexplained."""
         with self._index() as index:
             return [
-                (r.namespace, r.name)
+                (r.namespace, r.name, r.cluster)
                 for r in index.experiments(limit=100_000)
                 if r.last_seen >= since_ms
             ]

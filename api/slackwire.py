@@ -210,13 +210,14 @@ def slash_command(
     reader = Principal("slack", frozenset(settings["command_namespaces"]), via="slack")
 
     def explain(name: str, namespace: str | None) -> Mapping[str, Any] | None:
+        cluster = None
         if namespace is None:
             found = [e for e in service.experiments(reader, name) if e["name"] == name]
             if not found:
                 return None
-            namespace = found[0]["namespace"]
+            namespace, cluster = found[0]["namespace"], found[0]["cluster"] or ""
         try:
-            return service.explanation(reader, namespace, name).to_json()
+            return service.explanation(reader, namespace, name, cluster=cluster).to_json()
         except NotFound:
             return None
 

@@ -37,6 +37,10 @@ def explain(
         str | None,
         typer.Option("--namespace", "-n", help="Namespace, when the name exists in several."),
     ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option("--cluster", help="Cluster, when the name exists in several."),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the Explanation as JSON (docs/explanation.md).")
     ] = False,
@@ -59,7 +63,7 @@ def explain(
     ruleset = load_ruleset(ctx, rules)
     with state.open_index(readonly=True) as index:
         try:
-            explanation = explain_experiment(index, ruleset, experiment, namespace)
+            explanation = explain_experiment(index, ruleset, experiment, namespace, cluster=cluster)
         except WhyjobError as exc:
             fail(str(exc), exc.exit_code)
     if as_json:

@@ -17,24 +17,29 @@ def experiments(
     namespace: Annotated[
         str | None, typer.Option("--namespace", "-n", help="Only this namespace.")
     ] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Only this cluster.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 50,
 ) -> None:
-    """List the experiments the index knows, newest first."""
+    """List the experiments the index knows, newest first (with their cluster when the index
+    holds several)."""
     from whyjob.core.timeutil import format_ts
 
     with state_of(ctx).open_index(readonly=True) as index:
-        found = index.experiments(namespace=namespace, limit=limit)
+        found = index.experiments(namespace=namespace, limit=limit, cluster=cluster)
     if not found:
         typer.echo("no experiments in the index yet: `whyjob ingest PATH` or `whyjob demo`")
         return
-    width = max(len(e.name) for e in found)
-    typer.echo(
-        f"{'experiment':<{width}}  {'namespace':<16} {'launcher':<18} {'first seen':<20} last seen"
-    )
-    for e in found:
-        typer.echo(
-            f"{e.name:<{width}}  {e.namespace:<16} {e.launcher:<18} {format_ts(e.first_seen):<20} {format_ts(e.last_seen)}"
-        )
+    from whyjob.cli.tables import print_table
+
+    clusters = any(e.cluster for e in found)  # a column only when the index names clusters
+    print_table(
+        ["experiment", "namespace", *(["cluster"] if clusters else []), "launcher", "first seen", "last seen"],
+        [
+            (e.name, e.namespace, *([e.cluster or "-"] if clusters else []), e.launcher,
+             format_ts(e.first_seen), format_ts(e.last_seen))
+            for e in found
+        ],
+    )  # fmt: skip
 
 
 def _line(ev) -> str:  # type: ignore[no-untyped-def]

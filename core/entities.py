@@ -58,6 +58,7 @@ class PodRecord:
     phase: str | None = None
     gpus: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    cluster: str | None = None  # the cluster it ran in (None: the index names no cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +69,4 @@ class ExperimentRecord:
     label: str
     first_seen: int
     last_seen: int
+    cluster: str = ""  # "" when the index names no cluster

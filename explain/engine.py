@@ -25,14 +25,20 @@ def explain_experiment(
     namespace: str | None = None,
     *,
     now: int | None = None,
+    cluster: str | None = None,
 ) -> Explanation:
     """The experiment's explanation; `now` (default: the clock) is when running ranks are
-    judged at risk."""
+    judged at risk; `cluster` picks one of several clusters' experiments of that name."""
     from whyjob.explain.hardware import implicated
 
-    explanation = explain_scene(gather(index, name, namespace), rules, index=index, now=now)
+    scene = gather(index, name, namespace, cluster)
+    explanation = explain_scene(scene, rules, index=index, now=now)
     explanation.implicated = implicated(
-        index, explanation.experiment.namespace, explanation.experiment.name, explanation.attempts
+        index,
+        explanation.experiment.namespace,
+        explanation.experiment.name,
+        explanation.attempts,
+        cluster=scene.cluster,
     )
     return explanation
 
@@ -98,6 +104,7 @@ def explain_scene(
         ranks=sorted({p.rank for p in scene.pods if p.rank}),
         first_seen=min((a.started_at for a in attempts if a.started_at), default=None),
         last_seen=max((a.ended_at or a.started_at or 0 for a in attempts), default=None),
+        cluster=scene.cluster,
     )
     checkpoints = _checkpoints(scene, attempts)
     warnings = []

@@ -108,11 +108,11 @@ def build_fleet(
         if readable is not None and not readable(record.namespace):
             fleet.hidden_experiments += 1
             continue
-        key = f"{record.namespace}/{record.name}"
+        key = f"{record.namespace}/{record.name}" + (f"@{record.cluster}" if record.cluster else "")
         stamp = f"{rules.version}|{_shape()}|{record.last_seen}"
         document = _still_valid(index, cached.get(key), stamp, last, written, record)
         if document is None:
-            document = _explained(index, rules, record.name, record.namespace)
+            document = _explained(index, rules, record)
             made.append((key, stamp, last, orjson.dumps(document)))
         fleet.experiments.append(ExperimentLoss(**document["experiment"]))
         fleet.runs.extend(
@@ -165,21 +165,21 @@ def _still_valid(
     return document
 
 
-def _explained(index: Index, rules: RuleSet, name: str, namespace: str) -> dict[str, Any]:
-    scene = gather(index, name, namespace)
+def pool_and_type(labels: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """A node's pool and machine type, from the labels its cloud or provisioner sets."""
+    pool = next((labels[k] for k in _POOL_LABELS if labels.get(k)), None)
+    machine = next((labels[k] for k in _TYPE_LABELS if labels.get(k)), None)
+    return pool, machine
+
+
+def _explained(index: Index, rules: RuleSet, record: ExperimentRecord) -> dict[str, Any]:
+    scene = gather(index, record.name, record.namespace, record.cluster)
     explanation = explain_scene(scene, rules)
     return {
         "experiment": asdict(_loss(explanation)),
         "runs": [asdict(run) for run in _runs(scene, explanation)],
         "init": [asdict(failure) for failure in _init_failures(scene)],
     }
-
-
-def pool_and_type(labels: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """A node's pool and machine type, from the labels its cloud or provisioner sets."""
-    pool = next((labels[k] for k in _POOL_LABELS if labels.get(k)), None)
-    machine = next((labels[k] for k in _TYPE_LABELS if labels.get(k)), None)
-    return pool, machine
 
 
 def _loss(explanation: Explanation) -> ExperimentLoss:
@@ -200,6 +200,7 @@ def _loss(explanation: Explanation) -> ExperimentLoss:
         restarts=loop.restarts,
         loop_window_s=loop.window_s,
         progress=loop.progress,
+        cluster=info.cluster,
     )
 
 
@@ -240,6 +241,7 @@ def _runs(scene: Scene, explanation: Explanation) -> list[Run]:
                 + sum(a.gpu_hours_lost or 0.0 for a in downstream),
                 collateral=len(downstream),
                 xid=xid,
+                cluster=scene.cluster,
             )
         )
     return out
@@ -327,7 +329,7 @@ def _tally(fleet: Fleet, faults: list[Evidence], conditions: list[Evidence]) -> 
             if gpu.repeats:
                 node.repeat_gpus.append(key)
     for run in fleet.runs:
-        name = f"{run.namespace}/{run.experiment}"
+        name = f"{run.namespace}/{run.experiment}" + (f"@{run.cluster}" if run.cluster else "")
         if run.node:
             node = node_of(run.node)
             node.by_cause[run.category] += 1

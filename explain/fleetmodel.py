@@ -59,6 +59,7 @@ class Run:
     gpu_hours_lost: float  # this run's and those of the runs that went down with it
     collateral: int
     xid: int | None
+    cluster: str | None = None
 
     @property
     def owner(self) -> str:
@@ -83,6 +84,7 @@ class Run:
             "gpu_hours_lost": round(self.gpu_hours_lost, 2),
             "collateral": self.collateral,
             "xid": self.xid,
+            "cluster": self.cluster,
         }
 
 
@@ -105,6 +107,7 @@ class ExperimentLoss:
     restarts: int
     loop_window_s: int | None
     progress: bool | None
+    cluster: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -124,6 +127,7 @@ class ExperimentLoss:
             "restarts": self.restarts,
             "loop_window_s": self.loop_window_s,
             "progress": self.progress,
+            "cluster": self.cluster,
         }
 
 

@@ -34,6 +34,7 @@ class Scene:
     pods: list[PodRecord]
     t0: int
     t1: int
+    cluster: str | None = None  # None: no cluster was named for it
     by_pod: dict[str, list[Evidence]] = field(default_factory=lambda: defaultdict(list))
     by_node: dict[str, list[Evidence]] = field(default_factory=lambda: defaultdict(list))
     by_instance: dict[str, list[Evidence]] = field(default_factory=lambda: defaultdict(list))
@@ -67,30 +68,41 @@ def _order(ev: Evidence) -> tuple[int, int, int]:
 
 
 def _find(
-    index: Index, name: str, namespace: str | None
+    index: Index, name: str, namespace: str | None, cluster: str | None
 ) -> tuple[ExperimentRecord | None, list[PodRecord]]:
-    found = index.experiments(name, namespace)
+    found = index.experiments(name, namespace, cluster=cluster)
     if len(found) > 1:
-        spaces = ", ".join(sorted(e.namespace for e in found))
+        if len({e.namespace for e in found}) > 1:
+            spaces = ", ".join(sorted({e.namespace for e in found}))
+            raise WhyjobError(
+                f"experiment {name!r} exists in several namespaces ({spaces}): pass --namespace"
+            )
+        clusters = ", ".join(sorted(e.cluster or "(none)" for e in found))
         raise WhyjobError(
-            f"experiment {name!r} exists in several namespaces ({spaces}): pass --namespace"
+            f"experiment {name!r} exists in several clusters ({clusters}): pass --cluster"
         )
     record = found[0] if found else None
     if record is not None:
-        pods = index.experiment_pods(record.name, record.namespace)
+        pods = index.experiment_pods(record.name, record.namespace, record.cluster)
         # Pods seen only in events or logs carry no labels; take them by name within the namespace.
         known = {p.uid for p in pods}
         pods += [
             p
-            for p in index.pods_named_like(name, record.namespace)
+            for p in index.pods_named_like(name, record.namespace, record.cluster)
             if p.uid not in known and p.experiment is None
         ]
         return record, pods
-    pods = [p for p in index.pods_named_like(name, namespace) if p.experiment in (None, name)]
+    pods = [
+        p for p in index.pods_named_like(name, namespace, cluster) if p.experiment in (None, name)
+    ]
     namespaces = sorted({p.namespace for p in pods})
     if len(namespaces) > 1:
         raise WhyjobError(
             f"pods named {name}-* exist in several namespaces ({', '.join(namespaces)}): pass --namespace"
+        )
+    if len(homes := sorted({p.cluster or "(none)" for p in pods})) > 1:
+        raise WhyjobError(
+            f"pods named {name}-* exist in several clusters ({', '.join(homes)}): pass --cluster"
         )
     return None, pods
 
@@ -109,36 +121,46 @@ def _suggest(index: Index, name: str) -> str:
     return "; the index holds no experiments yet (`whyjob ingest PATH`)"
 
 
-def gather(index: Index, name: str, namespace: str | None = None) -> Scene:
-    record, pods = _find(index, name, namespace)
+def gather(
+    index: Index, name: str, namespace: str | None = None, cluster: str | None = None
+) -> Scene:
+    """The experiment's scene; `cluster` ("" for none named) picks one of several clusters'
+    experiments of that name."""
+    record, pods = _find(index, name, namespace, cluster)
     if not pods:
         raise NotFound(
             f"no experiment or pods named {name!r} in {index.path}{_suggest(index, name)}"
         )
     ns = record.namespace if record else pods[0].namespace
+    home = (record.cluster if record else pods[0].cluster) or None
     times = [t for p in pods for t in (p.created, p.deleted, p.seen) if t is not None]
     if record is not None:
         times += [record.first_seen, record.last_seen]
     scene = Scene(
         name=name,
         namespace=ns,
+        cluster=home,
         launcher=record.launcher if record else None,
         recognised_by=record.label if record else "pod name prefix",
         pods=pods,
         t0=min(times) - _MARGIN_BEFORE,
         t1=max(times) + _MARGIN_AFTER,
     )
+
+    def mine(ev: Evidence) -> bool:
+        """Its namespace's or nobody's, and its cluster's or nobody's: a shared node's records
+        about another tenant's pods, or another cluster's node of the same name, are not ours."""
+        return ev.namespace in (None, ns) and ev.cluster in (None, home)
+
     uids = [p.uid for p in pods]
     for ev in index.pod_evidence(uids, scene.t0, scene.t1):
         scene.by_pod[ev.pod_uid or ""].append(ev)
     by_name = {p.name: p.uid for p in pods}
     for ev in index.entity_evidence("pod", by_name, scene.t0, scene.t1):
-        if ev.namespace in (None, ns) and ev.pod in by_name:
+        if mine(ev) and ev.pod in by_name:
             scene.by_pod[by_name[ev.pod]].append(ev)
     scene.experiment_records = [
-        ev
-        for ev in index.entity_evidence("experiment", [name], scene.t0, scene.t1)
-        if ev.namespace in (None, ns)
+        ev for ev in index.entity_evidence("experiment", [name], scene.t0, scene.t1) if mine(ev)
     ]
 
     for binding in index.bindings("pod.node", subjects=uids):
@@ -150,18 +172,18 @@ def gather(index: Index, name: str, namespace: str | None = None) -> Scene:
     # Nodes, instances, GPUs and groups are shared by tenants: their records that belong to
     # another namespace's pods are that tenant's, never part of this story (nor its output).
     for ev in index.entity_evidence("node", nodes, scene.t0, scene.t1):
-        if ev.namespace in (None, ns):
+        if mine(ev):
             scene.by_node[ev.node or ""].append(ev)
     for binding in index.bindings("node.instance", subjects=nodes):
         scene.node_instance[binding.subject] = binding.object
     instances = set(scene.node_instance.values())
     for ev in index.entity_evidence("instance_id", instances, scene.t0, scene.t1):
-        if ev.namespace in (None, ns):
+        if mine(ev):
             scene.by_instance[ev.instance_id or ""].append(ev)
     for binding in index.bindings("instance.asg", subjects=instances):
         scene.instance_asg[binding.subject] = binding.object
     for ev in index.entity_evidence("asg", set(scene.instance_asg.values()), scene.t0, scene.t1):
-        if ev.namespace in (None, ns):
+        if mine(ev):
             scene.by_asg[ev.asg or ""].append(ev)
     for binding in index.bindings("gpu.node", objects=nodes):
         scene.node_gpus[binding.object].add(binding.subject)
@@ -169,7 +191,7 @@ def gather(index: Index, name: str, namespace: str | None = None) -> Scene:
         scene.pod_gpus[binding.subject].add(binding.object)
     gpus = {g for group in scene.node_gpus.values() for g in group}
     for ev in index.entity_evidence("gpu_uuid", gpus, scene.t0, scene.t1):
-        if ev.namespace in (None, ns):
+        if mine(ev):
             scene.by_gpu[ev.gpu_uuid or ""].append(ev)
 
     for bucket in (scene.by_pod, scene.by_node, scene.by_instance, scene.by_gpu, scene.by_asg):

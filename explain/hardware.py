@@ -52,9 +52,15 @@ class NodeRecord:
 
 
 def implicated(
-    index: Index, namespace: str, experiment: str, attempts: list[Attempt]
+    index: Index,
+    namespace: str,
+    experiment: str,
+    attempts: list[Attempt],
+    *,
+    cluster: str | None = None,
 ) -> list[NodeRecord]:
-    """A record for each node under a hardware-class failure of this experiment."""
+    """A record for each node under a hardware-class failure of this experiment (in its
+    cluster: another cluster's node of the same name is another node)."""
     by_node: dict[str, int] = {}
     for attempt in attempts:
         if attempt.category in _HARDWARE_CATEGORIES and attempt.node and attempt.ended_at:
@@ -67,7 +73,7 @@ def implicated(
         both = index.entity_evidence("node", [node], since, until) + index.entity_evidence(
             "gpu_uuid", gpus, since, until
         )
-        seen = list({ev.id: ev for ev in both}.values())
+        seen = list({ev.id: ev for ev in both if ev.cluster in (None, cluster)}.values())
 
         # The kernel log has every Xid; DCGM repeats the same ones. Count DCGM only without it.
         kernel = [ev for ev in seen if ev.kind == "gpu.xid" and ev.source == "kernel"]
@@ -85,6 +91,7 @@ def implicated(
             p
             for p in index.pods_on_node(node, since, until)
             if (p.namespace, p.experiment) != (namespace, experiment)
+            and p.cluster in (None, cluster)
         ]
         failed_experiments: set[tuple[str | None, str]] = set()
         owner = {p.uid: p.namespace for p in others}  # a record may not name its namespace

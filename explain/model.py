@@ -225,11 +225,13 @@ class ExperimentInfo:
     ranks: list[str]
     first_seen: int | None
     last_seen: int | None
+    cluster: str | None = None  # None: no cluster was named for it
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "namespace": self.namespace,
+            "cluster": self.cluster,
             "launcher": self.launcher,
             "recognised_by": self.recognised_by,
             "pods": self.pods,

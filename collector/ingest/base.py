@@ -26,6 +26,7 @@ __all__ = [
     "PodRef",
     "Rejected",
     "guarded",
+    "in_cluster",
     "record_bytes",
     "resilient_lines",
 ]
@@ -123,17 +124,27 @@ class Context:
         line: int | None = None,
         **fields: Any,
     ) -> Evidence:
-        """An evidence record with a deterministic id, the cluster stamp and its origin."""
+        """An evidence record with a deterministic id, the cluster stamp and its origin. The
+        cluster is part of the id: two clusters' same record (one kernel line on two nodes of
+        one name) is two records."""
+        cluster = fields.pop("cluster", None) or self.options.cluster
         return Evidence(
-            id=evidence_id(source, native_id, version),
+            id=evidence_id(source, in_cluster(cluster, native_id), version),
             ts=ts,
             source=source,
             kind=kind,
             message=message,
-            cluster=fields.pop("cluster", None) or self.options.cluster,
+            cluster=cluster,
             origin=self.where(line),
             **fields,
         )
+
+
+def in_cluster(cluster: str | None, native_id: str) -> str:
+    """A record's native id within its cluster, for the evidence id: two clusters' same record
+    (one kernel line on two nodes of one name) is two records; with no cluster, the id is as
+    it always was."""
+    return f"{cluster}\x1e{native_id}" if cluster else native_id
 
 
 Parser = Callable[[Context, Any], Iterator[Item]]

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from whyjob.collector.ingest.base import Context, Item, Rejected
+from whyjob.collector.ingest.base import Context, Item, Rejected, in_cluster
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence, Severity, evidence_id
 from whyjob.core.timeutil import parse_ts
@@ -120,10 +120,9 @@ def parse_event(ctx: Context, item: Mapping[str, Any], line: int | None) -> Iter
     if kind != "Pod" and kind != "Node" and obj.get("uid"):
         attrs["object_uid"] = obj["uid"]
 
+    native = meta.get("uid") or f"{namespace}/{meta.get('name')}"
     yield Evidence(
-        id=evidence_id(
-            "k8s.event", meta.get("uid") or f"{namespace}/{meta.get('name')}", f"{count}/{ts}"
-        ),
+        id=evidence_id("k8s.event", in_cluster(ctx.options.cluster, native), f"{count}/{ts}"),
         ts=ts,
         source="k8s.event",
         kind="k8s.event",

@@ -254,6 +254,8 @@ class Ingestor:
                 self._reject(ctx, item, result.fmt)
         self._flush(batch, result)
         bindings = [Binding(k, s, o, f, last, a) for (k, s, o), (f, last, a) in spans.items()]
+        for pod in pods.values():  # the cluster the records are stamped with owns the pods
+            pod.cluster = pod.cluster or self.options.cluster
         try:
             self.index.upsert_pods(pods.values())
         except REFUSED:

@@ -19,7 +19,7 @@ from whyjob.collector.live.health import Health, MetricsServer
 from whyjob.collector.live.logs import LogRetention
 from whyjob.collector.live.poller import Poller
 from whyjob.collector.live.receiver import Receiver
-from whyjob.collector.live.sink import Writer
+from whyjob.collector.live.sink import Writer, checkpoint_key
 from whyjob.core.index import Index, SqliteIndex
 
 __all__ = ["Collector", "Running", "start_collectors"]
@@ -151,8 +151,14 @@ def start_collectors(
     metrics = None
     if config.metrics_listen is not None:
         metrics = MetricsServer(health, *config.metrics_listen).start()
-    checkpoints = index.checkpoints()
-    writer = Writer(index, health).start()
+    # This cluster's resume points only (another cluster's collector may share the index).
+    scope = checkpoint_key("", ingest.cluster)
+    checkpoints = {
+        key[len(scope) :]: token
+        for key, token in index.checkpoints(scope).items()
+        if ingest.cluster or "|" not in key
+    }
+    writer = Writer(index, health, cluster=ingest.cluster).start()
     stop = threading.Event()
     started: list[Collector] = []
     for name, settings in config.collectors.items():

@@ -18,7 +18,7 @@ from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import Index
 
-__all__ = ["Batch", "Sink", "Writer"]
+__all__ = ["Batch", "Sink", "Writer", "checkpoint_key"]
 
 # At most this many items in one transaction.
 _MAX_ITEMS: Final = 5000
@@ -43,6 +43,11 @@ class Sink(Protocol):
     def put(self, batch: Batch) -> None: ...
 
 
+def checkpoint_key(source: str, cluster: str | None) -> str:
+    """Where a source's resume point is kept: under its cluster's name when one is set."""
+    return f"{cluster}|{source}" if cluster else source
+
+
 class Writer:
     """Owns the index in a collecting process. Collectors `put` batches from any thread; a
     batch's records and checkpoints are committed in one transaction, in arrival order.
@@ -54,9 +59,14 @@ class Writer:
     written at all the writer stops, `failed` says why, and `put` raises instead of blocking.
     """
 
-    def __init__(self, index: Index, health: Health, *, max_queue: int = 4) -> None:
+    def __init__(
+        self, index: Index, health: Health, *, max_queue: int = 4, cluster: str | None = None
+    ) -> None:
         self.index = index
         self.health = health
+        # Several clusters' collectors may write one index: their pods and resume points are
+        # their own (records carry the cluster already, from the reader's options).
+        self.cluster = cluster
         self._queue: queue.Queue[Batch | None] = queue.Queue(max_queue)
         self._thread = threading.Thread(target=self._run, name="whyjob-writer", daemon=True)
         self.failed: BaseException | None = None
@@ -182,7 +192,9 @@ class Writer:
                 if isinstance(item, Evidence):
                     evidence.append(redact_record(item))
                 elif isinstance(item, PodRecord):
-                    pods.append(redact_record(item))  # every view: upsert_pods merges them
+                    pod = redact_record(item)
+                    pod.cluster = pod.cluster or self.cluster
+                    pods.append(pod)  # every view: upsert_pods merges them
                 elif isinstance(item, Binding):
                     bindings.append(item)
                 else:
@@ -198,7 +210,7 @@ class Writer:
                 where, redact_text(bad.reason), quarantine_body(bad.body), batch.collector
             )
         for source, token in checkpoints.items():
-            index.set_checkpoint(source, token)
+            index.set_checkpoint(checkpoint_key(source, self.cluster), token)
         self.health.count("writer", "rejected", len(rejected))
         return stored
 

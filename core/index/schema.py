@@ -162,5 +162,25 @@ CREATE TABLE derived (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+_V4 = """
+-- Several clusters in one index: a pod and an experiment belong to a cluster. Experiments are
+-- keyed by cluster too ('' where none was named), so two clusters' ml/llama-run9 stay apart.
+ALTER TABLE pods ADD COLUMN cluster TEXT;
+CREATE TABLE experiments_v4 (
+    namespace   TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    cluster     TEXT NOT NULL DEFAULT '',
+    launcher    TEXT NOT NULL,
+    label       TEXT NOT NULL,
+    first_seen  INTEGER NOT NULL,
+    last_seen   INTEGER NOT NULL,
+    PRIMARY KEY (name, namespace, cluster)
+) WITHOUT ROWID;
+INSERT INTO experiments_v4 (namespace, name, cluster, launcher, label, first_seen, last_seen)
+    SELECT namespace, name, '', launcher, label, first_seen, last_seen FROM experiments;
+DROP TABLE experiments;
+ALTER TABLE experiments_v4 RENAME TO experiments;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -332,6 +332,7 @@ class SqliteIndex:
                 orjson.dumps(p.labels).decode() if p.labels else None,
                 p.seen,
                 p.seen,
+                p.cluster,
             )
             for p in pods
         ]
@@ -341,8 +342,10 @@ class SqliteIndex:
         with self.transaction():
             self._db.executemany(
                 "INSERT INTO pods (uid, namespace, name, experiment, launcher, label, rank, "
-                "job_attempt, node, created, deleted, phase, gpus, labels, first_seen, last_seen) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (uid) DO UPDATE SET "
+                "job_attempt, node, created, deleted, phase, gpus, labels, first_seen, last_seen, "
+                "cluster) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT (uid) DO UPDATE SET "
+                "cluster = coalesce(excluded.cluster, cluster), "
                 "experiment = coalesce(excluded.experiment, experiment), "
                 "launcher = coalesce(excluded.launcher, launcher), "
                 "label = coalesce(excluded.label, label), "
@@ -360,17 +363,22 @@ class SqliteIndex:
                 rows,
             )
             experiments = {
-                (p.namespace, p.experiment): (p.launcher or "", p.label or "", p.seen)
+                (p.namespace, p.experiment, p.cluster or ""): (
+                    p.launcher or "",
+                    p.label or "",
+                    p.seen,
+                )
                 for p in self._iter_pods_with_experiment(rows)
             }
             self._db.executemany(
-                "INSERT INTO experiments (namespace, name, launcher, label, first_seen, last_seen)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name, namespace) DO UPDATE SET "
+                "INSERT INTO experiments (namespace, name, cluster, launcher, label, first_seen, "
+                "last_seen) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (name, namespace, cluster) DO UPDATE SET "
                 "first_seen = min(first_seen, excluded.first_seen), "
                 "last_seen = max(last_seen, excluded.last_seen)",
                 [
-                    (ns, name, launcher, label, seen, seen)
-                    for (ns, name), (launcher, label, seen) in experiments.items()
+                    (ns, name, cluster, launcher, label, seen, seen)
+                    for (ns, name, cluster), (launcher, label, seen) in experiments.items()
                 ],
             )
 
@@ -386,6 +394,7 @@ class SqliteIndex:
                     launcher=row[4],
                     label=row[5],
                     seen=row[14],
+                    cluster=row[16],
                 )
 
     def quarantine(
@@ -452,26 +461,29 @@ class SqliteIndex:
         return bytes(row[0]) if row else None
 
     def experiments(
-        self, name: str | None = None, namespace: str | None = None, limit: int = 1000
+        self,
+        name: str | None = None,
+        namespace: str | None = None,
+        limit: int = 1000,
+        *,
+        cluster: str | None = None,
     ) -> list[ExperimentRecord]:
         clauses, params = [], []
-        if name is not None:
-            clauses.append("name = ?")
-            params.append(name)
-        if namespace is not None:
-            clauses.append("namespace = ?")
-            params.append(namespace)
+        for column, value in (("name", name), ("namespace", namespace), ("cluster", cluster)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = self._db.execute(
-            "SELECT namespace, name, launcher, label, first_seen, last_seen FROM experiments "
-            f"{where} ORDER BY last_seen DESC LIMIT ?",
+            "SELECT namespace, name, launcher, label, first_seen, last_seen, cluster "
+            f"FROM experiments {where} ORDER BY last_seen DESC LIMIT ?",
             [*params, limit],
         )
         return [ExperimentRecord(*row) for row in rows]
 
     _POD_COLUMNS = (
         "uid, namespace, name, experiment, launcher, label, rank, job_attempt, node, created, "
-        "deleted, phase, gpus, labels, last_seen"
+        "deleted, phase, gpus, labels, last_seen, cluster"
     )
 
     def _pods(
@@ -497,19 +509,33 @@ class SqliteIndex:
                 gpus=r[12],
                 labels=orjson.loads(r[13]) if r[13] else {},
                 seen=r[14],
+                cluster=r[15],
             )
             for r in rows
         ]
 
-    def experiment_pods(self, name: str, namespace: str) -> list[PodRecord]:
-        return self._pods("experiment = ? AND namespace = ?", (name, namespace))
+    def experiment_pods(
+        self, name: str, namespace: str, cluster: str | None = None
+    ) -> list[PodRecord]:
+        """An experiment's pods; with `cluster` ("" for none named), that cluster's only."""
+        if cluster is None:
+            return self._pods("experiment = ? AND namespace = ?", (name, namespace))
+        return self._pods(
+            "experiment = ? AND namespace = ? AND coalesce(cluster, '') = ?",
+            (name, namespace, cluster),
+        )
 
-    def pods_named_like(self, prefix: str, namespace: str | None = None) -> list[PodRecord]:
+    def pods_named_like(
+        self, prefix: str, namespace: str | None = None, cluster: str | None = None
+    ) -> list[PodRecord]:
         """Pods whose name starts with `prefix-`: the fallback when no labels were captured."""
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "-%"
-        if namespace is None:
-            return self._pods("name LIKE ? ESCAPE '\\'", (pattern,))
-        return self._pods("name LIKE ? ESCAPE '\\' AND namespace = ?", (pattern, namespace))
+        where, params = "name LIKE ? ESCAPE '\\'", [pattern]
+        if namespace is not None:
+            where, params = where + " AND namespace = ?", [*params, namespace]
+        if cluster is not None:
+            where, params = where + " AND coalesce(cluster, '') = ?", [*params, cluster]
+        return self._pods(where, params)
 
     def pod(self, uid: str) -> PodRecord | None:
         """One pod incarnation by its uid."""

@@ -223,7 +223,8 @@ def test_a_late_refresh_does_not_replace_a_newer_answer(world: World, copy: Path
 
     service = Service(copy, load_rules(), cache_s=30)
     held = service.explanation(EVERYONE, *world.a)
-    key = (world.a[0], world.a[1])
+    key = next(iter(service._cache))  # (namespace, name, cluster asked for)
+    assert key[:2] == world.a
     read_at = service._cache[key].at
     other = replace(held)  # a distinct answer, from a refresh
     service._store(key, (0,), other, read_at - 1)  # began before the held one was read
