@@ -122,6 +122,82 @@ def bench_explain(
         )
 
 
+@app.command("retention")
+def bench_retention(
+    ctx: typer.Context,
+    records: Annotated[
+        int, typer.Option("--records", help="Filler records around the explained experiment.")
+    ] = 10_000_000,
+    keep: Annotated[
+        Path | None,
+        typer.Option("--keep", help="Build (or reuse) the benchmark index at this path."),
+    ] = None,
+    batch: Annotated[int, typer.Option("--batch", help="Records deleted per write.")] = 5000,
+) -> None:
+    """Retention on a large index: the time to drop its oldest day, and explain latency on
+    another connection before and while it runs."""
+    import statistics
+    import tempfile
+    import threading
+
+    from whyjob.cli.benchdata import build_explain_index
+    from whyjob.cli.commands import load_ruleset
+    from whyjob.core.index import SqliteIndex
+    from whyjob.core.retention import Policy, prune
+    from whyjob.explain.engine import explain_experiment
+
+    def summary(timings: list[float]) -> str:
+        ordered = sorted(timings)
+        return (
+            f"p50 {statistics.median(ordered):.1f} ms, "
+            f"p95 {ordered[max(0, int(len(ordered) * 0.95) - 1)]:.1f} ms, max {ordered[-1]:.1f} ms "
+            f"({len(ordered)} explains)"
+        )
+
+    with tempfile.TemporaryDirectory(prefix="whyjob-bench-") as scratch:
+        path = keep or Path(scratch) / "index.sqlite"
+        started = time.perf_counter()
+        name, namespace = build_explain_index(path, records, ["xid79"])[0]
+        rules = load_ruleset(ctx)
+        with SqliteIndex(path) as index:
+            total = index.counts()["evidence"]
+            oldest = index.time_range()[0] or 0
+        typer.echo(f"index ready in {time.perf_counter() - started:.1f} s: {total:,} records")
+        stop = threading.Event()
+        timings: dict[str, list[float]] = {"before": [], "during": []}
+        phase = ["before"]
+
+        def explain_forever() -> None:
+            with SqliteIndex(path, readonly=True) as reader:
+                while not stop.is_set():
+                    t0 = time.perf_counter()
+                    explain_experiment(reader, rules, name, namespace)
+                    timings[phase[0]].append((time.perf_counter() - t0) * 1000)
+
+        reader = threading.Thread(target=explain_forever)
+        reader.start()
+        time.sleep(5)
+        phase[0] = "during"
+        # Everything older than a day after the oldest record: the oldest day, of every kind.
+        day_later = oldest + 86_400_000
+        policy = Policy(default_ms=1, batch=batch, configured=True)
+        t0 = time.perf_counter()
+        with SqliteIndex(path) as index:
+            done = prune(index, policy, day_later + 1)
+            left = index.counts()["evidence"]
+        took = time.perf_counter() - t0
+        stop.set()
+        reader.join()
+        typer.echo(
+            f"dropped the oldest day: {done.total:,} records in {took:.1f} s "
+            f"({done.total / max(took, 1e-9):,.0f} records/s, batches of {batch:,}); "
+            f"{left:,} left; {done.freed_pages:,} pages given back"
+        )
+        typer.echo(f"explain {name!r} before: {summary(timings['before'])}")
+        if timings["during"]:
+            typer.echo(f"explain {name!r} while dropping: {summary(timings['during'])}")
+
+
 @app.command("api")
 def bench_api(
     records: Annotated[

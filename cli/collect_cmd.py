@@ -19,6 +19,29 @@ if TYPE_CHECKING:
 __all__ = ["collect", "fewer_malloc_arenas"]
 
 
+def _start_retention(config: Path, index: Path, stop: threading.Event) -> None:
+    """The `retention:` policy, applied every `interval` on a connection of its own (each
+    batch a short write: the collectors' writer waits for one batch at most)."""
+    from whyjob.core.index import SqliteIndex
+    from whyjob.core.retention import load_policy, prune
+
+    policy = load_policy(config)
+    if not policy.configured:
+        return
+
+    def run() -> None:
+        while not stop.wait(policy.interval_s):
+            try:
+                with SqliteIndex(index, cache_mib=16, mmap_mib=0) as db:
+                    done = prune(db, policy, int(time.time() * 1000), stop=stop.is_set)
+                if done.total:
+                    _say(f"retention: dropped {done.total:,} records")
+            except Exception as exc:  # the next round tries again
+                _say(f"retention: {type(exc).__name__}: {exc}")
+
+    threading.Thread(target=run, name="whyjob-retention", daemon=True).start()
+
+
 def _say(line: str) -> None:
     sys.stderr.write(f"whyjob collect: {line}\n")
 
@@ -90,6 +113,7 @@ def collect(
         )
     except WhyjobError as exc:
         fail(str(exc), exc.exit_code)
+    _start_retention(settings.config_path, settings.index, running.stop_event)
     marking = None
     if config.mark_nodes is not None:
         marking = _start_marking(ctx, config.mark_nodes, settings.index, running.stop_event)

@@ -9,7 +9,7 @@ import typer
 
 from whyjob.cli.state import fail, state_of
 
-__all__ = ["experiments", "quarantine", "search", "show", "stats"]
+__all__ = ["experiments", "prune", "quarantine", "search", "show", "stats"]
 
 
 def experiments(
@@ -150,14 +150,23 @@ def quarantine(
 
 
 def stats(ctx: typer.Context) -> None:
-    """How much the index holds, by table and by kind."""
-    from whyjob.core.timeutil import format_ts
+    """How much the index holds, by table and by kind, and what retention will drop next."""
+    import time
+
+    from whyjob.core.errors import WhyjobError
+    from whyjob.core.retention import load_policy, plan
+    from whyjob.core.timeutil import format_duration, format_ts
 
     state = state_of(ctx)
+    try:
+        policy = load_policy(state.settings.config_path)
+    except WhyjobError as exc:
+        fail(str(exc), exc.exit_code)
     with state.open_index(readonly=True) as index:
         counts = index.counts()
         kinds = index.kinds()
         first, last = index.time_range()
+        expiring = plan(index, policy, int(time.time() * 1000))
     size = state.settings.index.stat().st_size
     typer.echo(f"index {state.settings.index} ({size / 1e6:,.1f} MB)")
     typer.echo(f"records {counts['evidence']:,} from {format_ts(first)} to {format_ts(last)}")
@@ -166,4 +175,62 @@ def stats(ctx: typer.Context) -> None:
         f"quarantined {counts['quarantine']:,}, imports {counts['imports']:,}"
     )
     for kind, n in kinds.items():
-        typer.echo(f"  {kind:<24} {n:>12,}")
+        keep = policy.keep_ms(kind) if policy.configured else None
+        kept = ""
+        if keep is not None:
+            days, rest = divmod(keep, 86_400_000)
+            kept = f"  kept {days}d" if days and not rest else f"  kept {format_duration(keep)}"
+        gone = expiring.get(kind)
+        due = f", {gone[0]:,} due to go (oldest {format_ts(gone[1])})" if gone else ""
+        typer.echo(f"  {kind:<24} {n:>12,}{kept}{due}")
+    if not policy.configured:
+        typer.echo("retention: off (nothing is ever dropped; docs/configuration.md `retention:`)")
+    else:
+        due_total = sum(n for n, _ in expiring.values())
+        over = (
+            f"; over {policy.max_bytes / 2**30:,.1f} GiB the shortest-kept kinds go first"
+            if policy.max_bytes
+            else ""
+        )
+        typer.echo(f"retention: {due_total:,} records due to go at the next round{over}")
+
+
+def prune(
+    ctx: typer.Context,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would go, drop nothing.")
+    ] = False,
+) -> None:
+    """Apply the `retention:` policy of the config file now: drop the records older than their
+    kind's keep, then, over `max_size`, the oldest of the shortest-kept kinds; a batch at a
+    time, so readers and collectors go on. `whyjob collect` does the same every `interval`.
+    Exit 0, or 2 when no policy is configured."""
+    import time
+
+    from whyjob.core.errors import WhyjobError
+    from whyjob.core.retention import load_policy, plan
+    from whyjob.core.retention import prune as apply
+
+    state = state_of(ctx)
+    try:
+        policy = load_policy(state.settings.config_path)
+    except WhyjobError as exc:
+        fail(str(exc), exc.exit_code)
+    if not policy.configured:
+        fail("no `retention:` section in the config file: nothing is ever dropped without one", 2)
+    now = int(time.time() * 1000)
+    with state.open_index(readonly=dry_run) as index:
+        if dry_run:
+            for kind, (n, _) in sorted(plan(index, policy, now).items()):
+                typer.echo(f"would drop {n:,} {kind}")
+            return
+        started = time.perf_counter()
+        done = apply(index, policy, now)
+    for kind, n in sorted(done.by_age.items()):
+        typer.echo(f"dropped {n:,} {kind} (older than its keep)")
+    for kind, n in sorted(done.by_size.items()):
+        typer.echo(f"dropped {n:,} {kind} (the index was over max_size)")
+    typer.echo(
+        f"{done.total:,} records dropped in {time.perf_counter() - started:.1f} s; "
+        f"{done.freed_pages:,} pages given back to the file system"
+    )

@@ -27,6 +27,7 @@ COMMANDS = frozenset(
         "show",
         "quarantine",
         "stats",
+        "prune",
         "rules",
         "bench",
     }

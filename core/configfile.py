@@ -28,11 +28,11 @@ TOP_KEYS: Final = frozenset(
     {
         "index", "cluster", "experiments", "rules", "logs",
         "ingest", "metrics", "receiver", "collectors", "agent", "api", "alerts", "slack",
-        "preflight", "mark_nodes",
+        "preflight", "mark_nodes", "retention",
     }
 )  # fmt: skip
 Spec = Mapping[str, tuple[str, Any]]
-_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _SIZES: Final = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
@@ -65,7 +65,7 @@ def parse_duration_s(value: object) -> float:
         else:
             if number > 0:
                 return number * _UNITS[value[-1]]
-    raise ValueError(f"{value!r} is not a duration (30s, 5m, 1h or seconds)")
+    raise ValueError(f"{value!r} is not a duration (30s, 5m, 1h, 7d or seconds)")
 
 
 class ConfigFile:

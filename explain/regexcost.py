@@ -23,6 +23,7 @@ _PROBES = tuple((shape, shape * (PROBE_CHARS // len(shape))) for shape in _SHAPE
 # Words the pattern spells out: runs of plain characters not after a backslash.
 _WORD = re.compile(r"(?<![\\\w])[A-Za-z][\w=: -]{3,}")
 _AFTER_WORDS = ("x", "1", " ", "a.")
+_AGAIN_S = 0.005
 
 
 def slowest_probe(pattern: re.Pattern[str]) -> tuple[str, float]:
@@ -35,9 +36,15 @@ def slowest_probe(pattern: re.Pattern[str]) -> tuple[str, float]:
         ]
     worst = ("", 0.0)
     for shape, text in probes:
-        started = time.perf_counter()
-        pattern.search(text)
-        took = time.perf_counter() - started
+        took = _quickest(pattern, text)
+        if took > _AGAIN_S:  # slow once: the best of three, so a busy machine is not blamed
+            took = min(took, _quickest(pattern, text), _quickest(pattern, text))
         if took > worst[1]:
             worst = (shape, took)
     return worst
+
+
+def _quickest(pattern: re.Pattern[str], text: str) -> float:
+    started = time.perf_counter()
+    pattern.search(text)
+    return time.perf_counter() - started

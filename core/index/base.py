@@ -9,7 +9,7 @@ the record's source identity, so writing a record twice stores it once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol, Self
@@ -116,6 +116,26 @@ class Index(Protocol):
 
     def derived(self, kind: str) -> dict[str, tuple[str, int, bytes]]: ...
     def search(self, query: str, limit: int = 50) -> list[Evidence]: ...
+
+    # -- retention ---------------------------------------------------------------------------
+    def expiring(self, cutoffs: Mapping[str, int]) -> dict[str, tuple[int, int | None]]:
+        """For each kind, how many of its records are older than its cutoff, and the oldest."""
+        ...
+
+    def drop(self, kind: str, before: int, limit: int) -> int:
+        """Delete up to `limit` of the oldest records of `kind` older than `before` (with their
+        raw bodies and search entries) in one write; returns how many."""
+        ...
+
+    def used_bytes(self) -> int:
+        """What the records take, free space not counted."""
+        ...
+
+    def release_free_pages(self) -> int:
+        """Give space freed by deletions back to the file system where the backend can;
+        returns how many pages (0 where it cannot: the space is then reused by later writes)."""
+        ...
+
     def search_backlog(self) -> int: ...
     def quarantined(self, limit: int = 100) -> Sequence[QuarantineEntry]: ...
     def counts(self) -> dict[str, int]: ...

@@ -182,5 +182,11 @@ DROP TABLE experiments;
 ALTER TABLE experiments_v4 RENAME TO experiments;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+_V5 = """
+-- Retention drops the oldest records of one kind at a time (core/retention.py), and `stats`
+-- counts records by kind: both read this index instead of the whole table.
+CREATE INDEX evidence_kind ON evidence(kind, ts);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)

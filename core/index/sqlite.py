@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -117,6 +117,8 @@ class SqliteIndex:
             # splits. Only takes effect on a new file, before WAL mode is set.
             if self._version() == 0:
                 db.execute("PRAGMA page_size = 16384")
+                # Space freed by retention can be handed back without a blocking VACUUM.
+                db.execute("PRAGMA auto_vacuum = INCREMENTAL")
             db.execute("PRAGMA journal_mode = WAL")
             # Checkpoint the WAL every ~256 MiB instead of every 4 MiB: an import writes in big
             # batches, and each checkpoint copies pages into the file a second time.
@@ -669,6 +671,63 @@ class SqliteIndex:
                 [(kind, *document) for document in documents],
             )
 
+    # -- retention -----------------------------------------------------------------------------
+
+    def expiring(self, cutoffs: Mapping[str, int]) -> dict[str, tuple[int, int | None]]:
+        """For each kind, its records older than its cutoff and the oldest's time (each count
+        a range of the evidence_kind index)."""
+        out: dict[str, tuple[int, int | None]] = {}
+        for kind, before in sorted(cutoffs.items()):
+            count, oldest = self._db.execute(
+                "SELECT count(*), min(ts) FROM evidence WHERE kind = ? AND ts < ?", (kind, before)
+            ).fetchone()
+            if count:
+                out[kind] = (int(count), oldest)
+        return out
+
+    def drop(self, kind: str, before: int, limit: int) -> int:
+        """Delete up to `limit` of the oldest records of `kind` older than `before`, their raw
+        bodies and their full-text entries, in one short transaction."""
+        with self.transaction():
+            rows = self._db.execute(
+                "SELECT seq FROM evidence WHERE kind = ? AND ts < ? ORDER BY ts LIMIT ?",
+                (kind, before, limit),
+            ).fetchall()
+            if not rows:
+                return 0
+            seqs = [row[0] for row in rows]
+            indexed = int(self.checkpoint("search.seq") or 0)
+            for chunk in _chunks(seqs):
+                marks = ",".join("?" * len(chunk))
+                # An external-content FTS table forgets a row only when told its old text.
+                self._db.execute(
+                    "INSERT INTO evidence_fts (evidence_fts, rowid, message) "
+                    f"SELECT 'delete', seq, message FROM evidence WHERE seq IN ({marks}) "
+                    "AND seq <= ?",
+                    [*chunk, indexed],
+                )
+                self._db.execute(f"DELETE FROM raw WHERE seq IN ({marks})", chunk)
+                self._db.execute(f"DELETE FROM evidence WHERE seq IN ({marks})", chunk)
+        return len(seqs)
+
+    def used_bytes(self) -> int:
+        page, pages, free = (
+            int(self._db.execute(f"PRAGMA {name}").fetchone()[0])
+            for name in ("page_size", "page_count", "freelist_count")
+        )
+        return page * (pages - free)
+
+    def release_free_pages(self) -> int:
+        """With auto_vacuum=INCREMENTAL (every index made since schema v5), hand free pages
+        back in steps of 2,048, each its own write; an older file keeps them for reuse."""
+        if int(self._db.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
+            return 0
+        before = int(self._db.execute("PRAGMA page_count").fetchone()[0])
+        while free := int(self._db.execute("PRAGMA freelist_count").fetchone()[0]):
+            # The pragma frees a page per step of its statement: read it to the end.
+            self._db.execute(f"PRAGMA incremental_vacuum({min(free, 2048)})").fetchall()
+        return before - int(self._db.execute("PRAGMA page_count").fetchone()[0])
+
     def search(self, query: str, limit: int = 50) -> list[Evidence]:
         """Full-text search over messages (SQLite FTS5 query syntax), newest first. Covers what
         `sync_search` has indexed."""
@@ -698,7 +757,10 @@ class SqliteIndex:
         return out
 
     def kinds(self) -> dict[str, int]:
-        rows = self._db.execute("SELECT kind, count(*) FROM evidence GROUP BY kind ORDER BY 2 DESC")
+        rows = self._db.execute(
+            "SELECT kind, count(*) FROM evidence INDEXED BY evidence_kind GROUP BY kind "
+            "ORDER BY 2 DESC"
+        )
         return {str(k): int(n) for k, n in rows}
 
     def time_range(self) -> tuple[int | None, int | None]:

@@ -1,0 +1,148 @@
+"""Retention: how long each kind of record is kept, by age and by the index's size.
+
+Off unless the config file has a `retention:` section: whyjob never drops evidence nobody asked
+it to. Each record kind is kept for the duration of its longest matching prefix in `kinds`, else
+`default` (`off` keeps forever); when the index is over `max_size`, the kinds kept the shortest
+lose their oldest records first. Terminations, notices and GPU faults are what a story rests on
+weeks later; progress lines and metric samples are not, so a sensible policy keeps the first far
+longer (docs/configuration.md has one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from whyjob.core.configfile import ConfigFile, parse_duration_s, parse_size
+from whyjob.core.index.base import Index
+
+__all__ = ["RETENTION_KEYS", "Policy", "Pruned", "load_policy", "plan", "prune"]
+
+RETENTION_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
+    "default": ("duration|off", 0.0),
+    "kinds": ("kinds", {}),
+    "max_size": ("size|off", 0),
+    "interval": ("duration", 3600.0),
+    "batch": ("int", 5000),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    default_ms: int | None = None  # None: kept forever
+    kinds: tuple[tuple[str, int | None], ...] = ()  # (kind prefix, keep ms or None), longest first
+    max_bytes: int | None = None
+    interval_s: float = 3600.0
+    batch: int = 5000
+    configured: bool = field(default=False)
+
+    def keep_ms(self, kind: str) -> int | None:
+        """How long records of `kind` are kept (None: forever)."""
+        return next((ms for prefix, ms in self.kinds if kind.startswith(prefix)), self.default_ms)
+
+    def cutoffs(self, kinds: Iterable[str], now: int) -> dict[str, int]:
+        """For each kind that expires, the time before which its records go."""
+        out = {}
+        for kind in kinds:
+            keep = self.keep_ms(kind)
+            if keep is not None:
+                out[kind] = now - keep
+        return out
+
+
+def load_policy(path: Path | None) -> Policy:
+    """The `retention:` section of the config file (an absent one keeps everything)."""
+    if path is None:
+        return Policy()
+    f = ConfigFile(path)
+    node = f.top.get("retention")
+    if node is None or node.value is None:
+        return Policy()
+    given = f.mapping(node, "retention", set(RETENTION_KEYS))
+    values: dict[str, Any] = {k: d for k, (_, d) in RETENTION_KEYS.items()}
+    for key in ("default", "interval", "batch"):
+        if key in given:
+            kind = RETENTION_KEYS[key][0]
+            values[key] = f.value(given[key], kind, f"retention.{key}")
+    if "max_size" in given:
+        raw = given["max_size"].value
+        if raw in (False, "off", 0):
+            values["max_size"] = 0
+        else:
+            try:
+                values["max_size"] = parse_size(raw)
+            except ValueError as exc:
+                raise f.error(given["max_size"], f"retention.max_size: {exc}") from None
+    kinds: list[tuple[str, int | None]] = []
+    if "kinds" in given:
+        table = given["kinds"]
+        named = set(table.value) if isinstance(table.value, dict) else set()
+        entries = f.mapping(table, "retention.kinds", named)
+        for prefix, value in entries.items():
+            if value.value in (False, "off"):
+                kinds.append((prefix, None))
+                continue
+            try:
+                kinds.append((prefix, int(parse_duration_s(value.value) * 1000)))
+            except ValueError as exc:
+                raise f.error(value, f"retention.kinds.{prefix}: {exc} or off") from None
+    default = values["default"]
+    return Policy(
+        default_ms=int(default * 1000) if default else None,
+        kinds=tuple(sorted(kinds, key=lambda k: -len(k[0]))),
+        max_bytes=values["max_size"] or None,
+        interval_s=values["interval"],
+        batch=values["batch"],
+        configured=True,
+    )
+
+
+@dataclass(slots=True)
+class Pruned:
+    """What one round of retention dropped, kind by kind."""
+
+    by_age: dict[str, int] = field(default_factory=dict)
+    by_size: dict[str, int] = field(default_factory=dict)
+    freed_pages: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_age.values()) + sum(self.by_size.values())
+
+
+def plan(index: Index, policy: Policy, now: int) -> dict[str, tuple[int, int | None]]:
+    """What a round would drop by age now: kind -> (records, the oldest one's time)."""
+    if not policy.configured:
+        return {}
+    return index.expiring(policy.cutoffs(index.kinds(), now))
+
+
+def prune(
+    index: Index, policy: Policy, now: int, *, stop: Callable[[], bool] = lambda: False
+) -> Pruned:
+    """One round: drop what has expired, then, over `max_size`, the oldest records of the
+    kinds kept the shortest; a batch at a time (each its own short write, so collectors and
+    readers wait for none), then give free pages back to the file where the index allows."""
+    done = Pruned()
+    if not policy.configured:
+        return done
+    for kind, before in sorted(policy.cutoffs(index.kinds(), now).items()):
+        while not stop() and (dropped := index.drop(kind, before, policy.batch)):
+            done.by_age[kind] = done.by_age.get(kind, 0) + dropped
+    if policy.max_bytes is not None:
+        # Shortest-kept kinds first; kinds kept forever are never dropped for size.
+        order = sorted(
+            (k for k in index.kinds() if policy.keep_ms(k) is not None),
+            key=lambda k: (policy.keep_ms(k) or 0, k),
+        )
+        for kind in order:
+            while not stop() and index.used_bytes() > policy.max_bytes:
+                dropped = index.drop(kind, now, policy.batch)
+                if not dropped:
+                    break
+                done.by_size[kind] = done.by_size.get(kind, 0) + dropped
+    if done.total:
+        done.freed_pages = index.release_free_pages()
+    return done
