@@ -5,6 +5,7 @@ Routes (OpenAPI at /openapi.json, docs at /docs):
 - `GET /api/v1/experiments/{namespace}/{name}`: one experiment's status
 - `GET /api/v1/experiments/{namespace}/{name}/explanation`: the Explanation (as `--json`)
 - `GET /api/v1/experiments/{namespace}/{name}/timeline`: the timeline's swimlane data
+- `GET /api/v1/experiments/{namespace}/{name}/trace?format=protobuf|json`: the story as OTLP
 - `GET /api/v1/fleet?since=&until=`: the nodes and GPUs that keep killing jobs
 - `GET /api/v1/nodes/{node}?since=`: one node's standing and history
 - `GET /api/v1/nodes/{node}/preflight`: is the node safe to start a job on
@@ -37,6 +38,7 @@ from whyjob.api import web
 from whyjob.api.access import Access, Principal
 from whyjob.api.service import Service, status_of
 from whyjob.api.timeline import timeline_view
+from whyjob.core import telemetry
 from whyjob.core.errors import NotFound, WhyjobError
 from whyjob.core.timeutil import parse_ts
 
@@ -129,7 +131,15 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
     async def audited(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        response = await call_next(request)
+        with telemetry.span(
+            f"HTTP {request.method}", **{"http.request.method": request.method}
+        ) as current:
+            response = await call_next(request)
+            if current is not None:  # the route's template, never a namespace or a name
+                route = getattr(request.scope.get("route"), "path", "")
+                current.set_attributes(
+                    {"http.route": route, "http.response.status_code": response.status_code}
+                )
         audit(request, getattr(request.state, "who", "-"), response.status_code)
         _secure(request.url.path, response)
         return response
@@ -177,6 +187,23 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
     def timeline(namespace: str, name: str, who: Who, cluster: str | None = None) -> Response:
         view = timeline_view(explained(who, namespace, name, cluster), now_ms=_now_ms())
         return Response(orjson.dumps(view), media_type="application/json")
+
+    @app.get("/api/v1/experiments/{namespace}/{name}/trace")
+    def story_trace(
+        namespace: str, name: str, who: Who, cluster: str | None = None, format: str = "protobuf"
+    ) -> Response:
+        """The story as an OTLP trace (ExportTraceServiceRequest): protobuf to POST to a
+        collector's /v1/traces as it is, or `format=json` (OTLP/JSON)."""
+        from whyjob.api.storytrace import story_request
+
+        request = story_request(explained(who, namespace, name, cluster))
+        if format == "json":
+            from google.protobuf.json_format import MessageToJson
+
+            return Response(MessageToJson(request), media_type="application/json")
+        if format != "protobuf":
+            raise HTTPException(422, "format is protobuf or json")
+        return Response(request.SerializeToString(), media_type="application/x-protobuf")
 
     @app.get("/api/v1/nodes/{node}/preflight")
     def node_preflight(

@@ -53,6 +53,14 @@ def explain(
     rules: Annotated[
         list[Path] | None, typer.Option("--rules", help="Extra rule file or folder (repeatable).")
     ] = None,
+    otlp: Annotated[
+        str | None,
+        typer.Option(
+            "--otlp",
+            help="Also send the story as a trace to this OTLP/HTTP endpoint (a collector, "
+            "Jaeger or Tempo: http://HOST:4318).",
+        ),
+    ] = None,
 ) -> None:
     """Explain what happened to an experiment: every attempt, why it ended, and the evidence."""
     from whyjob.core.errors import WhyjobError
@@ -66,6 +74,17 @@ def explain(
             explanation = explain_experiment(index, ruleset, experiment, namespace, cluster=cluster)
         except WhyjobError as exc:
             fail(str(exc), exc.exit_code)
+    if otlp:
+        from whyjob.api.storytrace import export_story, trace_id_of
+
+        try:
+            sent = export_story(explanation, otlp)
+        except Exception as exc:  # an unreachable collector: say so, the story still prints
+            sys.stderr.write(f"whyjob: could not send the trace to {otlp}: {exc}\n")
+        else:
+            sys.stderr.write(
+                f"whyjob: sent {sent} spans to {otlp} (trace {trace_id_of(explanation):032x})\n"
+            )
     if as_json:
         import orjson
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from whyjob.core import telemetry
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import Index
 from whyjob.explain import story
@@ -31,8 +32,11 @@ def explain_experiment(
     judged at risk; `cluster` picks one of several clusters' experiments of that name."""
     from whyjob.explain.hardware import implicated
 
-    scene = gather(index, name, namespace, cluster)
-    explanation = explain_scene(scene, rules, index=index, now=now)
+    with telemetry.span("whyjob.explain", experiment=name, namespace=namespace or ""):
+        with telemetry.span("whyjob.explain.gather"):
+            scene = gather(index, name, namespace, cluster)
+        with telemetry.span("whyjob.explain.rules", records=len(scene.all_records())):
+            explanation = explain_scene(scene, rules, index=index, now=now)
     explanation.implicated = implicated(
         index,
         explanation.experiment.namespace,

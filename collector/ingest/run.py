@@ -22,6 +22,7 @@ from whyjob.collector.admit import REFUSED, Unfit, admit, mend
 from whyjob.collector.ingest import detect, podlogs
 from whyjob.collector.ingest.base import Context, IngestOptions, Item, Rejected
 from whyjob.collector.redaction import quarantine_body, redact_record, redact_text
+from whyjob.core import telemetry
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import Index
@@ -184,7 +185,13 @@ class Ingestor:
                     )
                     summary.files.append(result)
                     continue
-            summary.files.append(self.ingest_bytes(origin, data, mtime, explicit=explicit))
+            with telemetry.span("whyjob.ingest.file", file=origin, bytes=len(data)) as current:
+                result = self.ingest_bytes(origin, data, mtime, explicit=explicit)
+                if current is not None:
+                    current.set_attributes(
+                        {"format": result.fmt, "stored": result.stored, "rejected": result.rejected}
+                    )
+            summary.files.append(result)
             done += path.stat().st_size if path is not None else 0
             if self.on_progress:
                 self.on_progress(done, total)

@@ -69,6 +69,21 @@ class Health:
         if self.on_error is not None:
             self.on_error(collector, message)
 
+    def gauge_table(self) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+        """The gauges as OTLP metrics read them: name -> {labels: value}."""
+        with self._lock:
+            table: dict[str, dict[tuple[tuple[str, str], ...], float]] = {
+                "whyjob.collector.up": {},
+                "whyjob.collector.lag": {},
+            }
+            for name, state in self.states.items():
+                table["whyjob.collector.up"][(("collector", name),)] = float(state.up)
+                if state.lag_s is not None:
+                    table["whyjob.collector.lag"][(("collector", name),)] = state.lag_s
+            for name, value in self.gauges.items():
+                table[f"whyjob.{name}"] = {(): value}
+        return table
+
     def exposition(self) -> str:
         """The Prometheus text format."""
         with self._lock:

@@ -20,6 +20,7 @@ from whyjob.collector.live.logs import LogRetention
 from whyjob.collector.live.poller import Poller
 from whyjob.collector.live.receiver import Receiver
 from whyjob.collector.live.sink import Writer, checkpoint_key
+from whyjob.core import telemetry
 from whyjob.core.index import Index, SqliteIndex
 
 __all__ = ["Collector", "Running", "start_collectors"]
@@ -159,6 +160,7 @@ def start_collectors(
         if ingest.cluster or "|" not in key
     }
     writer = Writer(index, health, cluster=ingest.cluster).start()
+    telemetry.observe(health.gauge_table)
     stop = threading.Event()
     started: list[Collector] = []
     for name, settings in config.collectors.items():
