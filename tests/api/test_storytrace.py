@@ -110,7 +110,7 @@ def test_whyjob_traces_itself_when_the_otel_environment_says_where(
 
     url, got = receiver
     env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_SERVICE_NAME": "whyjob-test"}
-    namespace, name = world.a
+    name = world.a[1]
     whyjob = [sys.executable, "-m", "whyjob.cli", "--index", str(world.index)]
     subprocess.run([*whyjob, name], env=env, check=True, capture_output=True)
     traces = [ExportTraceServiceRequest.FromString(b) for p, b in got if p == "/v1/traces"]
