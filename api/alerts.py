@@ -17,11 +17,12 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 import orjson
 
+from whyjob.api.alertstate import AlertState, MemoryAlertState
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.model import Explanation
 from whyjob.explain.progress import marks, progressed
@@ -215,14 +216,23 @@ class LoopDetector:
         window_s: float = 6 * 3600,
         url_for: Callable[[str, str], str] = lambda ns, name: "",
         on_error: Callable[[str], object] = lambda message: None,
+        state: AlertState | None = None,
     ) -> None:
         self.sinks = sinks
         self.min_restarts = min_restarts
         self.window_s = window_s
         self.url_for = url_for
         self.on_error = on_error
-        self.firing: dict[tuple[str, str], LoopAlert] = {}
+        self.state: AlertState = state or MemoryAlertState()
         self._lock = threading.Lock()
+
+    @property
+    def firing(self) -> dict[tuple[str, str], LoopAlert]:
+        """The loops firing now, as the state remembers them (another replica's too)."""
+        return {
+            (body["namespace"], body["experiment"]): LoopAlert(**body)
+            for body in self.state.load("loop").values()
+        }
 
     def check(self, explanations: Iterable[Explanation], now_ms: int | None = None) -> list[str]:
         """One round; returns what happened ("fired ns/name", "resolved ns/name")."""
@@ -241,19 +251,20 @@ class LoopDetector:
                 current[alert.key] = alert
         events: list[str] = []
         with self._lock:
+            firing = self.firing
             for key, alert in list(current.items()):
-                before = self.firing.get(key)
+                before = firing.get(key)
                 if before is not None:
                     # The same episode: keep its start, though old failures leave the window.
                     alert = current[key] = replace(alert, since_ms=before.since_ms)
                 self._send("fire", alert, renewal=before is not None)
                 if before is None:
                     events.append(f"fired {key[0]}/{key[1]}")
-            for key, alert in list(self.firing.items()):
+            for key, alert in list(firing.items()):
                 if key not in current:
                     self._send("resolve", alert)
                     events.append(f"resolved {key[0]}/{key[1]}")
-            self.firing = current
+            self.state.save("loop", {"\x1f".join(k): asdict(a) for k, a in current.items()})
         return events
 
     def _send(self, what: str, alert: LoopAlert, renewal: bool = False) -> None:

@@ -25,6 +25,12 @@ API_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
     "login_links": ("bool", False),
     "open_docs": ("bool", False),  # /docs and /openapi.json without a token
     "cache": ("duration|off", 30.0),
+    # Several replicas: a Lease (NAMESPACE/NAME) picks the one that sends alerts and Slack.
+    "lease": ("str", None),
+    "lease_duration": ("duration", 15.0),
+    "kubeconfig": ("path", None),
+    "context": ("str", None),
+    "in_cluster": ("bool", False),
 }
 ALERTS_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
     "min_restarts": ("int", 3),
@@ -66,8 +72,14 @@ def load_surface_config(path: Path | None) -> dict[str, dict[str, Any]]:
     slack["signing_secret"] = slack["signing_secret"] or os.environ.get(
         "WHYJOB_SLACK_SIGNING_SECRET"
     )
+    api = f.section(f.top.get("api"), API_KEYS, "api")
+    lease = api["lease"]
+    if lease is not None and (
+        lease.count("/") != 1 or lease.startswith("/") or lease.endswith("/")
+    ):
+        raise f.error(f.top.get("api"), f"api.lease {lease!r} is NAMESPACE/NAME of a Lease")
     return {
-        "api": f.section(f.top.get("api"), API_KEYS, "api"),
+        "api": api,
         "alerts": f.section(f.top.get("alerts"), ALERTS_KEYS, "alerts"),
         "slack": slack,
         "preflight": f.section(f.top.get("preflight"), PREFLIGHT_KEYS, "preflight"),

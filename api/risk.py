@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from whyjob.api.alerts import Alert, ended, send
+from whyjob.api.alertstate import AlertState, MemoryAlertState
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.model import Explanation
 
@@ -129,12 +130,22 @@ class RiskWatch:
         *,
         url_for: Callable[[str, str], str] = lambda ns, name: "",
         on_error: Callable[[str], object] = lambda message: None,
+        state: AlertState | None = None,
     ) -> None:
         self.sinks = sinks
         self.url_for = url_for
         self.on_error = on_error
-        self.firing: dict[tuple[str, str, str, str], RiskAlert] = {}
+        self.state: AlertState = state or MemoryAlertState()
         self._lock = threading.Lock()
+
+    @property
+    def firing(self) -> dict[tuple[str, str, str, str], RiskAlert]:
+        """The warnings firing now, as the state remembers them (another replica's too)."""
+        out = {}
+        for body in self.state.load("risk").values():
+            alert = RiskAlert(**{**body, "ranks": tuple(body["ranks"])})
+            out[alert.key] = alert
+        return out
 
     def check(self, explanations: Iterable[Explanation]) -> list[str]:
         """One round; returns what happened ("warned ns/name on node", "cleared ...")."""
@@ -148,16 +159,17 @@ class RiskWatch:
         }
         events: list[str] = []
         with self._lock:
+            firing = self.firing
             for key, alert in current.items():
-                renewal = key in self.firing
+                renewal = key in firing
                 self._send("fire", alert, renewal=renewal)
                 if not renewal:
                     events.append(f"warned {key[0]}/{key[1]} on {key[2]}")
-            for key, alert in self.firing.items():
+            for key, alert in firing.items():
                 if key not in current:
                     self._send("resolve", alert)
                     events.append(f"cleared {key[0]}/{key[1]} on {key[2]}")
-            self.firing = current
+            self.state.save("risk", {"\x1f".join(k): asdict(a) for k, a in current.items()})
         return events
 
     def _send(self, what: str, alert: Alert, renewal: bool = False) -> None:

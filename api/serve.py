@@ -3,6 +3,7 @@ warnings before the fall, Slack."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 import threading
@@ -16,6 +17,7 @@ from fastapi import FastAPI
 
 from whyjob.api.access import Access, Principal, TrustedProxy, digest, load_tokens
 from whyjob.api.alerts import AlertmanagerSink, LoopDetector, Sink, WebhookSink
+from whyjob.api.alertstate import AlertState, MemoryAlertState, SqliteAlertState
 from whyjob.api.app import ApiOptions, create_app, open_audit
 from whyjob.api.risk import RiskWatch
 from whyjob.api.service import Service
@@ -45,9 +47,19 @@ class Served:
     notes: list[str]
     notify: Callable[[list[Explanation], int], int] | None = None
     risk: RiskWatch | None = None
+    leader: Any = None  # a LeaseElector: among replicas, only its holder sends
 
     def check(self, window_s: float, log: TextIO = sys.stderr, now_ms: int | None = None) -> None:
-        """One round: the experiments seen within the window, their loops and new failures."""
+        """One round: the experiments seen within the window, their loops and new failures.
+        With a Lease, a replica that does not hold it sends nothing this round."""
+        if self.leader is not None:
+            was = self.leader.holding
+            if not self.leader.hold():
+                if was:
+                    log.write("whyjob serve: another replica holds the lease; not sending\n")
+                return
+            if not was:
+                log.write(f"whyjob serve: holding the lease as {self.leader.identity}; sending\n")
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         names = self.service.recent(now - int(window_s * 1000))
         explanations = [
@@ -77,6 +89,8 @@ class Served:
             except Exception as exc:  # the watch goes on; the next round tries again
                 log.write(f"whyjob serve: watch: {type(exc).__name__}: {exc}\n")
             stop.wait(interval_s)
+        if self.leader is not None:
+            self.leader.release()
 
 
 def build(
@@ -85,9 +99,11 @@ def build(
     rules: RuleSet,
     *,
     slack_client: Any = None,
+    lease_client: Any = None,
 ) -> Served:
     """The app and its watch from the config sections; `slack_client` replaces the WebClient
-    that `slack.token` would make (tests aim one at a stand-in)."""
+    that `slack.token` would make, `lease_client` the Kubernetes client of `api.lease` (tests
+    aim them at stand-ins)."""
     api, alerts, slack = config["api"], config["alerts"], config["slack"]
     host, port = api["listen"]
     public = (api["public_url"] or f"http://{host}:{port}").rstrip("/")
@@ -127,8 +143,15 @@ def build(
 
         kwargs = {"base_url": slack["base_url"]} if slack["base_url"] else {}
         slack_client = WebClient(token=slack["token"], **kwargs)
+    # What was fired and posted is kept in the index file by default, so a restarted server
+    # and every replica know it; a read-only index keeps it in this process only.
+    shared = os.access(index, os.W_OK)
+    if not shared:
+        notes.append(f"{index} is not writable: alert and Slack state live in memory only")
+    state: AlertState = SqliteAlertState(index) if shared else MemoryAlertState()
     if slack_client is not None:
-        store = SqliteThreadStore(slack["state"]) if slack["state"] else MemoryThreadStore()
+        where = slack["state"] or (index if shared else None)
+        store = SqliteThreadStore(where) if where else MemoryThreadStore()
         notifier = SlackNotifier(
             slack_client, store, per_channel_per_minute=slack["per_channel_per_minute"]
         )
@@ -173,6 +196,7 @@ def build(
             window_s=alerts["window"],
             url_for=url_for,
             on_error=lambda message: sys.stderr.write(f"whyjob serve: alert: {message}\n"),
+            state=state,
         )
         if sinks
         else None
@@ -186,8 +210,28 @@ def build(
             alert_sinks,
             url_for=url_for,
             on_error=lambda message: sys.stderr.write(f"whyjob serve: warning: {message}\n"),
+            state=state,
         )
         if alert_sinks
         else None
     )
-    return Served(app, api["listen"], detector, service, notes, notify, risk)
+    leader = _elector(api, lease_client) if api["lease"] else None
+    return Served(app, api["listen"], detector, service, notes, notify, risk, leader)
+
+
+def _elector(api: Mapping[str, Any], client: Any) -> Any:
+    """The Lease (`api.lease: NAMESPACE/NAME`) that picks the one replica that sends."""
+    import socket
+
+    from whyjob.collector.live.kubernetes import api_client_from
+    from whyjob.collector.live.lease import LeaseElector
+
+    namespace, _, name = str(api["lease"]).partition("/")
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    return LeaseElector(
+        client or api_client_from(api),
+        namespace,
+        name,
+        identity,
+        duration_s=int(api["lease_duration"]),
+    )

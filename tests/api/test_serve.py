@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import io
+import shutil
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -22,6 +23,13 @@ from whyjob.api.serve import build
 from whyjob.explain.ruleset import load_rules
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+
+
+def _own(world: World, tmp_path: Path) -> Path:
+    """A copy of the shared index: `serve` keeps what it fired and posted in its index."""
+    copy = tmp_path / "index.sqlite"
+    shutil.copyfile(world.index, copy)
+    return copy
 
 
 def _config(tmp_path: Path, world: World) -> Path:
@@ -52,7 +60,7 @@ def test_failures_and_loops_reach_slack_once_each_threaded(tmp_path: Path, world
         client = WebClient(token=slack.token, base_url=slack.url + "/api/")
         served = build(
             load_surface_config(_config(tmp_path, world)),
-            world.index,
+            _own(world, tmp_path),
             load_rules(),
             slack_client=client,
         )
@@ -88,7 +96,9 @@ def _ops():  # type: ignore[no-untyped-def]
 def test_the_slash_command_is_signed_and_reads_only_what_it_is_granted(
     tmp_path: Path, world: World
 ) -> None:
-    served = build(load_surface_config(_config(tmp_path, world)), world.index, load_rules())
+    served = build(
+        load_surface_config(_config(tmp_path, world)), _own(world, tmp_path), load_rules()
+    )
     client = TestClient(served.app)
     body = urllib.parse.urlencode(
         {"command": "/whyjob", "text": world.a[1], "user_id": "U012ABCDEF"}
@@ -150,7 +160,7 @@ def test_the_watch_asks_for_current_explanations(
     config = tmp_path / "config.yaml"
     hook = "http://127.0.0.1:9/hook"  # a loop alert sink, so the watch runs; never reached
     config.write_text(f"api:\n  tokens: {tokens}\nalerts:\n  window: 9000h\n  webhook: {hook}\n")
-    served = build(load_surface_config(config), world.index, load_rules())
+    served = build(load_surface_config(config), _own(world, tmp_path), load_rules())
     asked: list[dict[str, object]] = []
     real = served.service.explanation
 

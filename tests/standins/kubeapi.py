@@ -985,6 +985,7 @@ class KubeAPI:
         self._floor = 1  # history holds every change with rv > floor
         self._history: list[_Entry] = []
         self._objects: dict[str, dict[str, Obj]] = {s: {} for s in _STORES}
+        self.leases: dict[tuple[str, str], Obj] = {}  # (namespace, name) -> Lease
         self._watches: list[_Watch] = []
         self._logs: dict[tuple[str, str, str, bool], list[tuple[int, str]]] = {}
         self._requests: list[Request] = []
@@ -1425,7 +1426,84 @@ class _Handler(BaseHTTPRequestHandler):
             ),
         )
 
-    do_POST = do_PUT = do_DELETE = _not_allowed
+    do_DELETE = _not_allowed
+
+    # -- coordination.k8s.io/v1 Leases: enough for leader election ---------------------------
+
+    _LEASES = "/apis/coordination.k8s.io/v1/namespaces/"
+
+    def _lease_path(self, path: str) -> tuple[str, str | None] | None:
+        """(namespace, name or None) of a Lease path, else None."""
+        if not path.startswith(self._LEASES):
+            return None
+        parts = path[len(self._LEASES) :].strip("/").split("/")
+        if len(parts) == 2 and parts[1] == "leases":
+            return parts[0], None
+        if len(parts) == 3 and parts[1] == "leases":
+            return parts[0], parts[2]
+        return None
+
+    def _lease_missing(self, name: str) -> None:
+        details = {"name": name, "group": "coordination.k8s.io", "kind": "leases"}
+        message = f'leases.coordination.k8s.io "{name}" not found'
+        self._send_json(404, _status(404, "NotFound", message, details))
+
+    def _lease_body(self) -> Obj:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+
+    def do_POST(self) -> None:
+        api = self.server.api
+        path, _ = self._record()
+        where = self._lease_path(path)
+        if where is None or where[1] is not None:
+            return self._not_allowed()
+        lease = self._lease_body()
+        name = lease.get("metadata", {}).get("name", "")
+        with api._cond:
+            if (where[0], name) in api.leases:
+                return self._send_json(
+                    409, _status(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists', {"name": name, "group": "coordination.k8s.io", "kind": "leases"})
+                )  # fmt: skip
+            api.leases[(where[0], name)] = stored = self._stored_lease(api, where[0], lease)
+        self._send_json(201, stored)
+
+    def do_PUT(self) -> None:
+        api = self.server.api
+        path, _ = self._record()
+        where = self._lease_path(path)
+        if where is None or where[1] is None:
+            return self._not_allowed()
+        lease = self._lease_body()
+        namespace, name = where[0], where[1]
+        with api._cond:
+            held = api.leases.get((namespace, name))
+            if held is None:
+                return self._lease_missing(name)
+            wanted = lease.get("metadata", {}).get("resourceVersion")
+            if str(wanted) != held["metadata"]["resourceVersion"]:
+                return self._send_json(
+                    409, _status(409, "Conflict", f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": the object has been modified; please apply your changes to the latest version and try again', {"name": name, "group": "coordination.k8s.io", "kind": "leases"})
+                )  # fmt: skip
+            api.leases[(namespace, name)] = stored = self._stored_lease(api, namespace, lease, held)
+        self._send_json(200, stored)
+
+    @staticmethod
+    def _stored_lease(api: KubeAPI, namespace: str, lease: Obj, held: Obj | None = None) -> Obj:
+        api._rv += 1
+        meta = dict(lease.get("metadata") or {})
+        meta.update(
+            namespace=namespace,
+            resourceVersion=str(api._rv),
+            uid=(held or {}).get("metadata", {}).get("uid") or str(uuid.uuid4()),
+            creationTimestamp=(held or {}).get("metadata", {}).get("creationTimestamp")
+            or rfc3339(),
+        )
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta,
+            "spec": dict(lease.get("spec") or {}),
+        }
 
     _PATCH_TYPES = ("application/strategic-merge-patch+json", "application/merge-patch+json")
 
@@ -1470,6 +1548,12 @@ class _Handler(BaseHTTPRequestHandler):
     # -- routing ------------------------------------------------------------------------------
 
     def _route(self, path: str, query: dict[str, str]) -> None:
+        if (lease := self._lease_path(path)) is not None and lease[1] is not None:
+            with self.server.api._cond:
+                held = self.server.api.leases.get(lease)
+            if held is None:
+                return self._lease_missing(lease[1])
+            return self._send_json(200, held)
         parts = [p for p in path.split("/") if p]
         group = ""
         if parts[:2] == ["api", "v1"]:
