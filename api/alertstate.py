@@ -1,28 +1,20 @@
 """What the watches of `whyjob serve` have fired, kept where every replica and every restart
-finds it: a table in the index file (created if missing, like Slack's thread store), so a new
-leader does not fire again what the last one fired, nor a restarted server what it fired before.
+finds it: in the index, so a new leader does not fire again what the last one fired, nor a
+restarted server what it fired before.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-__all__ = ["AlertState", "MemoryAlertState", "SqliteAlertState"]
+if TYPE_CHECKING:
+    from whyjob.core.index.elastic import ElasticSettings
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS alert_state (
-    kind TEXT NOT NULL,
-    key  TEXT NOT NULL,
-    body BLOB NOT NULL,
-    PRIMARY KEY (kind, key)
-) WITHOUT ROWID;
-"""
+__all__ = ["AlertState", "IndexAlertState", "MemoryAlertState"]
 
 
 class AlertState(Protocol):
@@ -48,38 +40,23 @@ class MemoryAlertState:
         self._kinds[kind] = {k: dict(v) for k, v in firing.items()}
 
 
-class SqliteAlertState:
-    """In a SQLite file shared by every replica; each save is one transaction."""
+class IndexAlertState:
+    """In the index itself (a derived document per kind, `alerts/loop`, `alerts/risk`), so it
+    works the same on SQLite and Elasticsearch; each load and save opens its own connection."""
 
-    def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(
-            str(path), timeout=30.0, isolation_level=None, check_same_thread=False
-        )
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.executescript(_SCHEMA)
+    def __init__(self, location: Path | ElasticSettings) -> None:
+        self.location = location
 
     def load(self, kind: str) -> dict[str, dict[str, Any]]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT key, body FROM alert_state WHERE kind = ?", (kind,)
-            ).fetchall()
-        return {str(key): orjson.loads(body) for key, body in rows}
+        from whyjob.core.index import open_index
+
+        with open_index(self.location, readonly=False) as index:
+            held = index.derived(f"alerts/{kind}").get("firing")
+        return dict(orjson.loads(held[2])) if held else {}
 
     def save(self, kind: str, firing: Mapping[str, Mapping[str, Any]]) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("DELETE FROM alert_state WHERE kind = ?", (kind,))
-                self._db.executemany(
-                    "INSERT INTO alert_state (kind, key, body) VALUES (?, ?, ?)",
-                    [(kind, key, orjson.dumps(dict(body))) for key, body in firing.items()],
-                )
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        from whyjob.core.index import open_index
 
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        body = orjson.dumps({key: dict(value) for key, value in firing.items()})
+        with open_index(self.location, readonly=False) as index:
+            index.put_derived(f"alerts/{kind}", [("firing", "state", 0, body)])

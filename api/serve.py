@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from fastapi import FastAPI
 
 from whyjob.api.access import Access, Principal, TrustedProxy, digest, load_tokens
 from whyjob.api.alerts import AlertmanagerSink, LoopDetector, Sink, WebhookSink
-from whyjob.api.alertstate import AlertState, MemoryAlertState, SqliteAlertState
+from whyjob.api.alertstate import AlertState, IndexAlertState, MemoryAlertState
 from whyjob.api.app import ApiOptions, create_app, open_audit
 from whyjob.api.risk import RiskWatch
 from whyjob.api.service import Service
@@ -32,6 +32,9 @@ from whyjob.api.slackwire import (
 from whyjob.explain.model import Explanation
 from whyjob.explain.preflight import PREFLIGHT_KEYS
 from whyjob.explain.ruleset import RuleSet
+
+if TYPE_CHECKING:
+    from whyjob.core.index.elastic import ElasticSettings
 
 __all__ = ["Served", "build"]
 
@@ -95,7 +98,7 @@ class Served:
 
 def build(
     config: Mapping[str, Mapping[str, Any]],
-    index: Path,
+    index: Path | ElasticSettings,
     rules: RuleSet,
     *,
     slack_client: Any = None,
@@ -145,12 +148,17 @@ def build(
         slack_client = WebClient(token=slack["token"], **kwargs)
     # What was fired and posted is kept in the index file by default, so a restarted server
     # and every replica know it; a read-only index keeps it in this process only.
-    shared = os.access(index, os.W_OK)
+    sqlite = index if isinstance(index, Path) else None
+    shared = sqlite is None or os.access(sqlite, os.W_OK)
     if not shared:
         notes.append(f"{index} is not writable: alert and Slack state live in memory only")
-    state: AlertState = SqliteAlertState(index) if shared else MemoryAlertState()
+    state: AlertState = IndexAlertState(index) if shared else MemoryAlertState()
     if slack_client is not None:
-        where = slack["state"] or (index if shared else None)
+        where: Path | None = slack["state"] or (sqlite if shared else None)
+        if where is None and sqlite is None:
+            notes.append(
+                "Slack threads live in memory: set slack.state to a SQLite file to keep them"
+            )
         store = SqliteThreadStore(where) if where else MemoryThreadStore()
         notifier = SlackNotifier(
             slack_client, store, per_channel_per_minute=slack["per_channel_per_minute"]

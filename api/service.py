@@ -31,7 +31,7 @@ import orjson
 from whyjob.api.access import Principal
 from whyjob.core.errors import IndexProblem, NotFound
 from whyjob.core.evidence import parse_id
-from whyjob.core.index import ChangeWatch, Index, SqliteIndex
+from whyjob.core.index import ChangeWatch, Index, open_index
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.engine import explain_experiment
 from whyjob.explain.model import Explanation
@@ -39,6 +39,7 @@ from whyjob.explain.preflight import LOOKBACK_MS, WINDOW_MS
 from whyjob.explain.ruleset import RuleSet
 
 if TYPE_CHECKING:
+    from whyjob.core.index.elastic import ElasticSettings
     from whyjob.explain.fleetmodel import Fleet
     from whyjob.explain.nodehistory import NodeHistory
 
@@ -72,7 +73,7 @@ _STALE_LIMIT = 4
 class Service:
     def __init__(
         self,
-        index_path: Path,
+        index_path: Path | ElasticSettings,
         rules: RuleSet,
         *,
         cache_s: float = 30.0,
@@ -85,7 +86,10 @@ class Service:
         self._cache: dict[tuple[str, str, str], _Cached] = {}
         self._lock = threading.Lock()
         self._computing: dict[tuple[str, str, str], threading.Lock] = {}
-        self._changes = ChangeWatch(index_path)
+        # SQLite tells a commit by any process cheaply (data_version); Elasticsearch by its
+        # write counter, asked at most every half second.
+        self._changes = ChangeWatch(index_path) if isinstance(index_path, Path) else None
+        self._counted: tuple[float, tuple[int, ...]] = (0.0, (0,))
         self._refreshing: set[tuple[str, str, str]] = set()
         self._refresh_queue: queue.Queue[tuple[str, str, str]] = queue.Queue()
         self._refresher: threading.Thread | None = None
@@ -99,7 +103,14 @@ class Service:
 
     def _generation(self) -> tuple[int, ...]:
         """Changes whenever another connection has committed to the index (core/index/changes.py)."""
-        return self._changes.token()
+        if self._changes is not None:
+            return self._changes.token()
+        at, token = self._counted
+        if time.monotonic() - at > 0.5:
+            with self._index() as index:
+                token = (index.last_seq(),)
+            self._counted = (time.monotonic(), token)
+        return token
 
     def _fresh(self, key: tuple[str, str, str], generation: tuple[int, ...]) -> Explanation | None:
         if self.cache_s <= 0:
@@ -114,7 +125,7 @@ class Service:
 
     @contextmanager
     def _index(self) -> Iterator[Index]:
-        index = SqliteIndex(self.index_path, readonly=True)
+        index = open_index(self.index_path, readonly=True)
         try:
             yield index
         finally:
@@ -246,14 +257,14 @@ class Service:
         cache stays warm, which a connection per request would start empty each time (a
         fifth of an explain's CPU). Opened again when the index file is replaced."""
         try:
-            inode = self.index_path.stat().st_ino
+            inode = self.index_path.stat().st_ino if isinstance(self.index_path, Path) else 0
         except OSError:
             inode = -1
         if self._explain_index is not None and inode != self._explain_inode:
             self._explain_index.close()
             self._explain_index = None
         if self._explain_index is None:
-            self._explain_index = SqliteIndex(self.index_path, readonly=True)  # may raise
+            self._explain_index = open_index(self.index_path, readonly=True)  # may raise
             self._explain_inode = inode
         return self._explain_index
 
@@ -355,9 +366,9 @@ class Service:
         """A connection that may keep the fleet's per-experiment parts (a read-only file or
         mount still answers, without keeping them)."""
         try:
-            index = SqliteIndex(self.index_path)
+            index = open_index(self.index_path, readonly=False)
         except (IndexProblem, OSError):
-            index = SqliteIndex(self.index_path, readonly=True)
+            index = open_index(self.index_path, readonly=True)
         try:
             yield index
         finally:

@@ -15,14 +15,15 @@ from whyjob.cli.state import fail, state_of
 
 if TYPE_CHECKING:
     from whyjob.cli.marking import MarkLoop
+    from whyjob.core.index.elastic import ElasticSettings
 
 __all__ = ["collect", "fewer_malloc_arenas"]
 
 
-def _start_retention(config: Path, index: Path, stop: threading.Event) -> None:
+def _start_retention(config: Path, index: Path | ElasticSettings, stop: threading.Event) -> None:
     """The `retention:` policy, applied every `interval` on a connection of its own (each
     batch a short write: the collectors' writer waits for one batch at most)."""
-    from whyjob.core.index import SqliteIndex
+    from whyjob.core.index import open_index
     from whyjob.core.retention import load_policy, prune
 
     policy = load_policy(config)
@@ -32,7 +33,7 @@ def _start_retention(config: Path, index: Path, stop: threading.Event) -> None:
     def run() -> None:
         while not stop.wait(policy.interval_s):
             try:
-                with SqliteIndex(index, cache_mib=16, mmap_mib=0) as db:
+                with open_index(index, readonly=False, cache_mib=16, mmap_mib=0) as db:
                     done = prune(db, policy, int(time.time() * 1000), stop=stop.is_set)
                 if done.total:
                     _say(f"retention: dropped {done.total:,} records")
@@ -103,7 +104,7 @@ def collect(
         config = load_collect_config(settings.config_path)
         running = start_collectors(
             config,
-            settings.index,
+            settings.location,
             IngestOptions(
                 cluster=settings.cluster,
                 launchers=settings.launchers,
@@ -113,7 +114,7 @@ def collect(
         )
     except WhyjobError as exc:
         fail(str(exc), exc.exit_code)
-    _start_retention(settings.config_path, settings.index, running.stop_event)
+    _start_retention(settings.config_path, settings.location, running.stop_event)
     marking = None
     if config.mark_nodes is not None:
         marking = _start_marking(ctx, config.mark_nodes, settings.index, running.stop_event)
@@ -128,7 +129,7 @@ def collect(
         if running.metrics
         else ""
     )
-    sys.stderr.write(f"whyjob collect: writing to {settings.index};{where}\n")
+    sys.stderr.write(f"whyjob collect: writing to {settings.describe()};{where}\n")
     deadline = None if duration is None else time.monotonic() + duration
     while not done.wait(1.0):
         if running.writer.failed is not None:

@@ -166,7 +166,7 @@ def ingest(
         sys.stderr.write(
             f"whyjob: ... and {len(rejections) - _SHOWN_REJECTIONS} more rejected records\n"
         )
-    _report(summary, quiet, str(settings.index))
+    _report(summary, quiet, settings.describe())
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
 

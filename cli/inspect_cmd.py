@@ -167,8 +167,9 @@ def stats(ctx: typer.Context) -> None:
         kinds = index.kinds()
         first, last = index.time_range()
         expiring = plan(index, policy, int(time.time() * 1000))
-    size = state.settings.index.stat().st_size
-    typer.echo(f"index {state.settings.index} ({size / 1e6:,.1f} MB)")
+        used = index.used_bytes()
+    size = state.settings.index.stat().st_size if state.settings.elastic is None else used
+    typer.echo(f"index {state.settings.describe()} ({size / 1e6:,.1f} MB)")
     typer.echo(f"records {counts['evidence']:,} from {format_ts(first)} to {format_ts(last)}")
     typer.echo(
         f"pods {counts['pods']:,}, experiments {counts['experiments']:,}, bindings {counts['bindings']:,}, "

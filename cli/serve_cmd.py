@@ -41,7 +41,7 @@ def serve(
         if config["api"]["public_url"] is None:
             host, port_number = config["api"]["listen"]
             config["api"]["public_url"] = f"http://{host}:{port_number}"
-        served = build(config, settings.index, load_ruleset(ctx))
+        served = build(config, settings.location, load_ruleset(ctx))
     except (WhyjobError, ValueError) as exc:
         fail(str(exc), getattr(exc, "exit_code", 2))
     address, number = served.listen
@@ -56,7 +56,7 @@ def serve(
             daemon=True,
         ).start()
     sys.stderr.write(
-        f"whyjob serve: http://{address}:{number} (API docs at /docs) over {settings.index}\n"
+        f"whyjob serve: http://{address}:{number} (API docs at /docs) over {settings.describe()}\n"
     )
     try:
         # proxy_headers=False: the client address must be the connection's own, or the trusted

@@ -35,14 +35,19 @@ class State:
             except WhyjobError as exc:
                 fail(str(exc), exc.exit_code)
             self._settings = settings.with_overrides(index=self.index_override)
+            if self.index_override is not None:  # --index names a SQLite file
+                from dataclasses import replace
+
+                self._settings = replace(self._settings, elastic=None)
         return self._settings
 
     def open_index(self, *, readonly: bool) -> Index:
+        """The configured index: the SQLite file, or Elasticsearch (`index.backend`)."""
         from whyjob.core.errors import WhyjobError
-        from whyjob.core.index import SqliteIndex
+        from whyjob.core.index import open_index
 
         try:
-            return SqliteIndex(self.settings.index, readonly=readonly)
+            return open_index(self.settings.location, readonly=readonly)
         except WhyjobError as exc:
             fail(str(exc), exc.exit_code)
 

@@ -10,11 +10,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from whyjob.core.configfile import TOP_KEYS
 from whyjob.core.errors import ConfigError
 from whyjob.core.experiments import DEFAULT_LAUNCHERS, Launcher
+
+if TYPE_CHECKING:
+    from whyjob.core.index.elastic import ElasticSettings
 
 __all__ = [
     "IngestLimits",
@@ -76,12 +79,24 @@ class Settings:
     """
 
     index: Path = field(default_factory=default_index_path)
+    elastic: ElasticSettings | None = None  # set: the index is on Elasticsearch, not `index`
     cluster: str | None = None
     launchers: tuple[Launcher, ...] = DEFAULT_LAUNCHERS
     rule_paths: tuple[Path, ...] = ()
     config_path: Path | None = None
     log_markers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     limits: IngestLimits = field(default_factory=IngestLimits)
+
+    @property
+    def location(self) -> Path | ElasticSettings:
+        """Where the index is: the SQLite file, or the Elasticsearch cluster."""
+        return self.elastic if self.elastic is not None else self.index
+
+    def describe(self) -> str:
+        """The index's place, for messages."""
+        if self.elastic is not None:
+            return f"{self.elastic.urls[0]} ({self.elastic.prefix}-*)"
+        return str(self.index)
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with the given fields replaced; None values are ignored."""
@@ -157,6 +172,42 @@ def _log_markers(path: Path, section: object) -> dict[str, tuple[str, ...]]:
     return out
 
 
+# The `index:` section when it is a mapping (a plain string is the SQLite file).
+INDEX_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
+    "backend": ("choice:sqlite,elasticsearch", "sqlite"),
+    "path": ("path", None),
+    "urls": ("list", []),
+    "api_key": ("str", None),
+    "username": ("str", None),
+    "password": ("str", None),
+    "ca_certs": ("path", None),
+    "prefix": ("str", "whyjob"),
+}
+
+
+def _index_section(path: Path) -> dict[str, Any]:
+    from whyjob.core.configfile import ConfigFile
+    from whyjob.core.index.elastic import ElasticSettings
+
+    f = ConfigFile(path)
+    node = f.top["index"]
+    values = f.section(node, INDEX_KEYS, "index")
+    if values["backend"] == "sqlite":
+        return {"index": values["path"]} if values["path"] else {}
+    if not values["urls"]:
+        raise f.error(node, "index.backend elasticsearch needs index.urls: [https://HOST:9200]")
+    return {
+        "elastic": ElasticSettings(
+            values["urls"],
+            api_key=values["api_key"] or os.environ.get("WHYJOB_ES_API_KEY"),
+            username=values["username"],
+            password=values["password"] or os.environ.get("WHYJOB_ES_PASSWORD"),
+            ca_certs=values["ca_certs"],
+            prefix=values["prefix"],
+        )
+    }
+
+
 def _limits(path: Path) -> IngestLimits:
     from whyjob.core.configfile import ConfigFile
 
@@ -202,7 +253,10 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
         data = _read_config(path)
         changes: dict[str, Any] = {"config_path": path}
         if "index" in data:
-            changes["index"] = Path(str(data["index"])).expanduser()
+            if isinstance(data["index"], dict):
+                changes.update(_index_section(path))
+            else:
+                changes["index"] = Path(str(data["index"])).expanduser()
         if "cluster" in data:
             changes["cluster"] = str(data["cluster"])
         if "experiments" in data:
@@ -223,7 +277,18 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
             changes["limits"] = _limits(path)
         settings = replace(settings, **changes)
     if env.get("WHYJOB_INDEX"):
-        settings = replace(settings, index=Path(env["WHYJOB_INDEX"]).expanduser())
+        settings = replace(settings, index=Path(env["WHYJOB_INDEX"]).expanduser(), elastic=None)
+    if env.get("WHYJOB_ES_URL"):
+        from whyjob.core.index.elastic import ElasticSettings
+
+        settings = replace(
+            settings,
+            elastic=ElasticSettings(
+                env["WHYJOB_ES_URL"].split(","),
+                api_key=env.get("WHYJOB_ES_API_KEY"),
+                prefix=settings.elastic.prefix if settings.elastic else "whyjob",
+            ),
+        )
     if env.get("WHYJOB_CLUSTER"):
         settings = replace(settings, cluster=env["WHYJOB_CLUSTER"])
     return settings

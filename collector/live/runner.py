@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from whyjob.collector.ingest.base import IngestOptions
 from whyjob.collector.live.config import CollectConfig
@@ -21,7 +21,10 @@ from whyjob.collector.live.poller import Poller
 from whyjob.collector.live.receiver import Receiver
 from whyjob.collector.live.sink import Writer, checkpoint_key
 from whyjob.core import telemetry
-from whyjob.core.index import Index, SqliteIndex
+from whyjob.core.index import Index, open_index
+
+if TYPE_CHECKING:
+    from whyjob.core.index.elastic import ElasticSettings
 
 __all__ = ["Collector", "Running", "start_collectors"]
 
@@ -138,7 +141,7 @@ class Running:
 
 def start_collectors(
     config: CollectConfig,
-    index_path: Path,
+    index_path: Path | ElasticSettings,
     ingest: IngestOptions,
     *,
     log: TextIO = sys.stderr,
@@ -147,7 +150,7 @@ def start_collectors(
     """Open the index, start the writer, the metrics endpoint and every configured collector."""
     # A collector runs for weeks: keep its page cache small and the file unmapped, so its
     # resident memory does not grow with the index (readers map it; they answer queries).
-    index = SqliteIndex(index_path, cache_mib=16, mmap_mib=0)
+    index = open_index(index_path, readonly=False, cache_mib=16, mmap_mib=0)
     health = Health(on_error=lambda who, message: log.write(f"whyjob collect: {who}: {message}\n"))
     metrics = None
     if config.metrics_listen is not None:
