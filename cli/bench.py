@@ -22,6 +22,7 @@ from whyjob.cli.state import fail, state_of
 
 if TYPE_CHECKING:
     from whyjob.cli.accuracy import Scorecard
+    from whyjob.core.index import Index
     from whyjob.explain.ruleset import RuleSet
 
 __all__ = ["app"]
@@ -33,12 +34,44 @@ app = typer.Typer(
 )
 
 
+Backend = Annotated[
+    str,
+    typer.Option(
+        "--backend",
+        help="sqlite, or elasticsearch: the cluster of the config file's index section or "
+        "WHYJOB_ES_URL, in fresh indices of its own (whyjob-bench-*), deleted afterwards.",
+    ),
+]
+
+
+def _bench_index(ctx: typer.Context, backend: str, path: Path) -> Index:
+    """A fresh index of the backend asked for (a SQLite file at `path`)."""
+    from dataclasses import replace
+
+    from whyjob.core.index import open_index
+
+    if backend == "sqlite":
+        return open_index(path, readonly=False)
+    if backend != "elasticsearch":
+        fail(f"--backend is sqlite or elasticsearch, not {backend!r}", 2)
+    elastic = state_of(ctx).settings.elastic
+    if elastic is None:
+        fail(
+            "--backend elasticsearch needs a cluster: the config's index section or WHYJOB_ES_URL",
+            2,
+        )
+    bench = replace(elastic, prefix=f"whyjob-bench-{path.parent.name[-8:].lower()}")
+    return open_index(bench, readonly=False)
+
+
 @app.command("ingest")
 def bench_ingest(
+    ctx: typer.Context,
     events: Annotated[
         int, typer.Option("--events", help="Raw Kubernetes events to generate.")
     ] = 200_000,
     seed: Annotated[int, typer.Option("--seed")] = 1,
+    backend: Backend = "sqlite",
 ) -> None:
     """Records per second for raw `kubectl get events -A -o json` into a fresh index."""
     import tempfile
@@ -46,7 +79,6 @@ def bench_ingest(
     from whyjob.cli.benchdata import write_event_list
     from whyjob.collector.ingest.base import IngestOptions
     from whyjob.collector.ingest.run import Ingestor
-    from whyjob.core.index import SqliteIndex
 
     with tempfile.TemporaryDirectory(prefix="whyjob-bench-") as scratch:
         source = Path(scratch) / "events.json"
@@ -58,11 +90,12 @@ def bench_ingest(
         )
         path = Path(scratch) / "index.sqlite"
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        with SqliteIndex(path) as index:  # closing checkpoints the WAL: part of the cost
+        # Closing checkpoints the WAL (SQLite) or refreshes (Elasticsearch): part of the cost.
+        with _bench_index(ctx, backend, path) as index:
             summary = Ingestor(index, IngestOptions()).ingest([str(source)])
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         again0 = time.perf_counter()
-        with SqliteIndex(path) as index:
+        with _bench_index(ctx, backend, path) as index:
             repeat = Ingestor(index, IngestOptions()).ingest([str(source)])
         again = time.perf_counter() - again0
         stored = summary.total("stored")
@@ -74,6 +107,12 @@ def bench_ingest(
             f"re-ingest of the same file: {repeat.total('duplicate'):,} duplicates, "
             f"{repeat.total('stored')} stored, {again:.2f} s"
         )
+        if backend == "elasticsearch":
+            from whyjob.core.index.elastic import ElasticsearchIndex
+
+            with _bench_index(ctx, backend, path) as index:
+                if isinstance(index, ElasticsearchIndex):
+                    index.destroy()
 
 
 @app.command("explain")

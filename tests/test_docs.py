@@ -33,8 +33,13 @@ def test_every_config_key_is_documented() -> None:
         "WHYJOB_INDEX",
         "WHYJOB_CONFIG",
         "WHYJOB_CLUSTER",
+        "WHYJOB_ES_URL",
     ):
         assert f"`{key}`" in text, key
+    from whyjob.core.settings import INDEX_KEYS
+
+    for key in INDEX_KEYS:
+        assert f"`index.{key}`" in text, f"index.{key}"
 
 
 def test_every_taxonomy_id_is_documented() -> None:

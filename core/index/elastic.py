@@ -29,6 +29,7 @@ import contextlib
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
@@ -79,21 +80,16 @@ _EVIDENCE_FIELDS = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
 class ElasticSettings:
     """Where and how to reach the cluster (the `index:` section of the config file)."""
 
-    def __init__(
-        self,
-        urls: Sequence[str],
-        *,
-        api_key: str | None = None,
-        username: str | None = None,
-        password: str | None = None,
-        ca_certs: Path | None = None,
-        prefix: str = "whyjob",
-    ) -> None:
-        self.urls, self.api_key, self.prefix = list(urls), api_key, prefix
-        self.username, self.password, self.ca_certs = username, password, ca_certs
+    urls: list[str]
+    api_key: str | None = None
+    username: str | None = None
+    password: str | None = None
+    ca_certs: Path | None = None
+    prefix: str = "whyjob"
 
 
 def _evidence_doc(ev: Evidence, written: int) -> dict[str, Any]:
@@ -192,6 +188,11 @@ class ElasticsearchIndex:
         if self._dirty:
             self._refresh()
         self._es.close()
+
+    def destroy(self) -> None:
+        """Delete every index of this prefix (a benchmark's, a test's): what they held is gone."""
+        for table in _MAPPINGS:
+            self._es.options(ignore_status=404).indices.delete(index=self._name(table))
 
     def __enter__(self) -> Self:
         return self
