@@ -129,23 +129,30 @@ def bench_explain(
     scenario: Annotated[
         str, typer.Option("--scenario", help="Simulator scenario to explain inside the filler.")
     ] = "xid79",
+    backend: Backend = "sqlite",
 ) -> None:
     """Explain latency on an index of at least a million records."""
     import statistics
     import tempfile
 
-    from whyjob.cli.benchdata import build_explain_index
+    from whyjob.cli.benchdata import build_explain_index, fill_explain_index
     from whyjob.cli.commands import load_ruleset
-    from whyjob.core.index import SqliteIndex
+    from whyjob.core.index.elastic import ElasticsearchIndex
     from whyjob.explain.engine import explain_experiment
 
     with tempfile.TemporaryDirectory(prefix="whyjob-bench-") as scratch:
         path = keep or Path(scratch) / "index.sqlite"
         started = time.perf_counter()
-        name, namespace = build_explain_index(path, records, [scenario])[0]
+        if backend == "sqlite":
+            name, namespace = build_explain_index(path, records, [scenario])[0]
+        else:
+            with _bench_index(ctx, backend, Path(scratch) / "index") as filling:
+                name, namespace = fill_explain_index(filling, records, [scenario])[0]
         typer.echo(f"index ready in {time.perf_counter() - started:.1f} s: {path}")
         rules = load_ruleset(ctx)
-        with SqliteIndex(path, readonly=True) as index:
+        with _bench_index(
+            ctx, backend, path if backend == "sqlite" else Path(scratch) / "index"
+        ) as index:
             total = index.counts()["evidence"]
             timings = []
             for _ in range(runs + 1):
@@ -159,6 +166,8 @@ def bench_explain(
             f"over {runs} runs; {len(explanation.attempts)} attempts, {len(explanation.timeline)} timeline records, "
             f"verdict {explanation.verdict.category}"
         )
+        if isinstance(index, ElasticsearchIndex):
+            index.destroy()
 
 
 @app.command("retention")

@@ -12,10 +12,10 @@ import orjson
 
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence, Severity, evidence_id
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import Index, SqliteIndex
 from whyjob.core.timeutil import format_ts
 
-__all__ = ["build_explain_index", "write_event_list"]
+__all__ = ["build_explain_index", "fill_explain_index", "write_event_list"]
 
 _REASONS = (
     ("Scheduled", "Normal", "default-scheduler", "Successfully assigned {ns}/{pod} to {node}"),
@@ -200,12 +200,9 @@ def _filler(
 def build_explain_index(
     path: Path, records: int, scenarios: Sequence[str] = ("xid79",)
 ) -> list[tuple[str, str]]:
-    """Simulated incidents (one per scenario) inside `records` filler records; returns their
-    (name, namespace), the first scenario's first. Reused when already built with as much."""
-    from whyjob.collector.ingest.base import IngestOptions
-    from whyjob.collector.ingest.run import Ingestor
-    from whyjob.sim import simulate
-
+    """Simulated incidents (one per scenario) inside `records` filler records in the SQLite
+    file at `path`; returns their (name, namespace), the first scenario's first. Reused when
+    already built with as much."""
     wanted = "v2:" + ",".join(scenarios)  # v2: the filler spread over every incident
     if path.exists():
         with SqliteIndex(path) as index:
@@ -216,51 +213,62 @@ def build_explain_index(
                     return [(name, namespace) for name, namespace in built["experiments"]]
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
+    with SqliteIndex(path) as index:
+        return fill_explain_index(index, records, scenarios)
+
+
+def fill_explain_index(
+    index: Index, records: int, scenarios: Sequence[str] = ("xid79",)
+) -> list[tuple[str, str]]:
+    """The incidents and their filler, into an open index of any backend."""
+    from whyjob.collector.ingest.base import IngestOptions
+    from whyjob.collector.ingest.run import Ingestor
+    from whyjob.sim import simulate
+
+    wanted = "v2:" + ",".join(scenarios)
     rng = random.Random(42)
     experiments: list[tuple[str, str]] = []
-    with SqliteIndex(path) as index:
-        for number, scenario in enumerate(scenarios):
-            with tempfile.TemporaryDirectory(prefix="whyjob-bench-bundle-") as bundle:
-                truth = simulate(scenario, 7 + number, Path(bundle), noise=True)
-                Ingestor(index, IngestOptions()).ingest([bundle])
-            if (truth.experiment_name, truth.experiment_namespace) not in experiments:
-                experiments.append((truth.experiment_name, truth.experiment_namespace))
-        # The filler shares the incidents' nodes and times: every explain wades through it.
-        own_nodes: set[str] = set()
-        starts: list[int] = []
-        for name, namespace in experiments:
-            pods_of = index.experiment_pods(name, namespace)
-            own_nodes |= {
-                b.object for p in pods_of for b in index.bindings("pod.node", subjects=[p.uid])
-            }
-            starts.append(min((p.created or p.seen) for p in pods_of))
-        start = starts[0]
-        nodes = sorted(own_nodes) + [
-            f"ip-10-1-{i // 250}-{i % 250}.us-west-2.compute.internal" for i in range(500)
-        ]
-        pods = [
-            PodRecord(
-                uid=str(uuid.UUID(int=rng.getrandbits(128))),
-                namespace=f"team-{i % 40}",
-                name=f"exp-{i // 8}-worker-{i % 8}",
-                seen=start,
-                experiment=f"exp-{i // 8}",
-                launcher="PyTorchJob",
-                label="training.kubeflow.org/job-name",
-                rank=f"worker-{i % 8}",
-            )
-            for i in range(4000)
-        ]
-        index.upsert_pods(pods)
-        index.bind(
-            Binding("pod.node", p.uid, nodes[i % len(nodes)], start, start)
-            for i, p in enumerate(pods)
+    for number, scenario in enumerate(scenarios):
+        with tempfile.TemporaryDirectory(prefix="whyjob-bench-bundle-") as bundle:
+            truth = simulate(scenario, 7 + number, Path(bundle), noise=True)
+            Ingestor(index, IngestOptions()).ingest([bundle])
+        if (truth.experiment_name, truth.experiment_namespace) not in experiments:
+            experiments.append((truth.experiment_name, truth.experiment_namespace))
+    # The filler shares the incidents' nodes and times: every explain wades through it.
+    own_nodes: set[str] = set()
+    starts: list[int] = []
+    for name, namespace in experiments:
+        pods_of = index.experiment_pods(name, namespace)
+        own_nodes |= {
+            b.object for p in pods_of for b in index.bindings("pod.node", subjects=[p.uid])
+        }
+        starts.append(min((p.created or p.seen) for p in pods_of))
+    start = starts[0]
+    nodes = sorted(own_nodes) + [
+        f"ip-10-1-{i // 250}-{i % 250}.us-west-2.compute.internal" for i in range(500)
+    ]
+    pods = [
+        PodRecord(
+            uid=str(uuid.UUID(int=rng.getrandbits(128))),
+            namespace=f"team-{i % 40}",
+            name=f"exp-{i // 8}-worker-{i % 8}",
+            seen=start,
+            experiment=f"exp-{i // 8}",
+            launcher="PyTorchJob",
+            label="training.kubeflow.org/job-name",
+            rank=f"worker-{i % 8}",
         )
-        written = 0
-        while written < records:
-            batch = _filler(rng, min(50_000, records - written), nodes, starts, written)
-            index.write(batch)
-            written += len(batch)
-        built = {"scenarios": wanted, "experiments": experiments}
-        index.set_checkpoint("bench.experiments", orjson.dumps(built).decode())
+        for i in range(4000)
+    ]
+    index.upsert_pods(pods)
+    index.bind(
+        Binding("pod.node", p.uid, nodes[i % len(nodes)], start, start) for i, p in enumerate(pods)
+    )
+    written = 0
+    while written < records:
+        batch = _filler(rng, min(50_000, records - written), nodes, starts, written)
+        index.write(batch)
+        written += len(batch)
+    built = {"scenarios": wanted, "experiments": experiments}
+    index.set_checkpoint("bench.experiments", orjson.dumps(built).decode())
     return experiments
