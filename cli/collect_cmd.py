@@ -48,7 +48,10 @@ def _say(line: str) -> None:
 
 
 def _start_marking(
-    ctx: typer.Context, settings: dict[str, Any], index: Path, stop: threading.Event
+    ctx: typer.Context,
+    settings: dict[str, Any],
+    index: Path | ElasticSettings,
+    stop: threading.Event,
 ) -> MarkLoop:
     """The opt-in node marker (`mark_nodes:`): its own API client, as it alone writes."""
     from whyjob.cli.commands import load_ruleset
@@ -117,7 +120,7 @@ def collect(
     _start_retention(settings.config_path, settings.location, running.stop_event)
     marking = None
     if config.mark_nodes is not None:
-        marking = _start_marking(ctx, config.mark_nodes, settings.index, running.stop_event)
+        marking = _start_marking(ctx, config.mark_nodes, settings.location, running.stop_event)
     if not running.collectors and running.receiver is None and marking is None:
         running.stop()
         fail("no collector could start (the lines above say why)", 1)

@@ -10,12 +10,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whyjob.collector.live.nodemarks import NodeMarker
-from whyjob.core.index import SqliteIndex
+from whyjob.core.index import open_index
 from whyjob.explain.marking import marks
 from whyjob.explain.ruleset import RuleSet
+
+if TYPE_CHECKING:
+    from whyjob.core.index.elastic import ElasticSettings
 
 __all__ = ["MarkLoop"]
 
@@ -25,7 +28,7 @@ _RECENT_MS = 86_400_000  # the nodes considered: those that ran a pod in the las
 class MarkLoop:
     def __init__(
         self,
-        index_path: Path,
+        index_path: Path | ElasticSettings,
         rules: RuleSet,
         marker: NodeMarker,
         settings: dict[str, Any],
@@ -42,7 +45,7 @@ class MarkLoop:
     def once(self) -> list[str]:
         """One round: decide from the index, then write the marks. Returns what changed."""
         now = int(self.clock() * 1000)
-        with SqliteIndex(self.index_path, readonly=True) as index:
+        with open_index(self.index_path, readonly=True) as index:
             nodes = set(index.node_spans(now - _RECENT_MS, now)) | self.marker.marked()
             wanted = marks(index, self.rules, nodes, now=now, window_ms=self.window_ms)
         return self.marker.apply({n: (m.value, m.reason) for n, m in wanted.items()})
