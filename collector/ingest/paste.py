@@ -266,6 +266,14 @@ def _yaml_block_end(lines: list[tuple[int, str]], start: int, indent: int = 0) -
     return len(lines)
 
 
+# Fields only a Job's status has (batch/v1 JobStatus): such a fragment is not a pod's, and its
+# lines are left to the text rules, which know a Complete or Failed condition when they see one.
+_JOB_STATUS_FIELDS: Final = frozenset(
+    {"succeeded", "failed", "active", "completionTime", "uncountedTerminatedPods", "terminating"}
+)
+_JOB_CONDITIONS: Final = frozenset(
+    {"Complete", "Failed", "Suspended", "FailureTarget", "SuccessCriteriaMet"}
+)
 # Condition types a node reports (a pod's are PodScheduled, Initialized, Ready, ...).
 _NODE_CONDITIONS: Final = frozenset(
     {
@@ -284,6 +292,8 @@ def _status_of(value: Any) -> dict[str, Any] | None:
     container status or its `state:`, a bare terminated state, or a list of conditions."""
     if isinstance(value, list):
         if value and all(isinstance(v, dict) and "type" in v and "status" in v for v in value):
+            if {v["type"] for v in value} <= _JOB_CONDITIONS:
+                return None
             return {"conditions": value}
         return None
     if not isinstance(value, dict):
@@ -296,7 +306,11 @@ def _status_of(value: Any) -> dict[str, Any] | None:
         "apiVersion",
     }:
         value = value["status"]
+    if value.keys() & _JOB_STATUS_FIELDS and not value.keys() & {"containerStatuses", "phase"}:
+        return None
     if "type" in value and "status" in value and not value.keys() & {"containerStatuses"}:
+        if value["type"] in _JOB_CONDITIONS:
+            return None
         return {"conditions": [value]}  # one condition object
     if "exitCode" in value:
         value = {"terminated": value}  # `.state.terminated` or `.lastState.terminated`

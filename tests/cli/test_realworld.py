@@ -21,10 +21,11 @@ from whyjob.explain.ruleset import load_rules
 CORPUS = Path(__file__).parents[1] / "fixtures" / "realworld" / "cases.jsonl"
 
 # Floors: raise them as the diagnosis improves, never lower them to let a change through.
-# They sit just under the figures of the last run (all 0.976, holdout 0.916, lowest recall
-# 0.871, no flips) so a change that costs even a few cases fails here. New blind batches are
-# harder than the cases tuned on: when F and G (317 cases) joined they were lowered once;
-# H to K (506 cases) joined after their blind scores and the families they showed.
+# They sit just under the figures of the last run (all 0.975, holdout 0.912, lowest recall
+# 0.850 for pod.preempted, whose three misses are all holdout, no flips) so a change that costs
+# even a few cases fails here. New blind batches are harder than the cases tuned on: when F and
+# G (317 cases) joined they were lowered once; H to K (506 cases) and L (136) joined after
+# their blind scores and the families they showed.
 FLOOR_ALL = 0.97
 FLOOR_HOLDOUT = 0.91
 FLOOR_RECALL = 0.85

@@ -309,6 +309,26 @@ def test_status_fragments_are_read_whatever_level_the_paste_cut_them_at() -> Non
     assert kinds["container.waiting"]["reason"] == "CrashLoopBackOff"
 
 
+def test_a_jobs_status_is_not_taken_for_a_pods() -> None:
+    # `kubectl get job -o yaml`'s status (batch/v1 JobStatus): its Complete condition is the
+    # Job's, so no stand-in pod is made of it and its lines stay text for the rules.
+    text = (
+        "status:\n"
+        '  completionTime: "2019-07-29T06:45:38Z"\n'
+        "  conditions:\n"
+        '  - lastProbeTime: "2019-07-29T06:45:38Z"\n'
+        '    lastTransitionTime: "2019-07-29T06:45:38Z"\n'
+        '    status: "True"\n'
+        "    type: Complete\n"
+        "  succeeded: 1\n"
+    )
+    evidence = _evidence(_read(text))
+    assert {ev.kind for ev in evidence} == {"log.line"}
+    assert "    type: Complete" in {ev.message for ev in evidence}
+    failed = '- lastTransitionTime: "2024-01-01T00:00:00Z"\n  reason: BackoffLimitExceeded\n  status: "True"\n  type: Failed\n'
+    assert {ev.kind for ev in _evidence(_read(failed))} == {"log.line"}
+
+
 def test_a_bare_list_of_node_conditions_is_about_the_node() -> None:
     text = (
         '- lastHeartbeatTime: "2026-03-04T10:00:00Z"\n'
