@@ -20,6 +20,7 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ _MAX_CACHED = 20_000  # explanations kept; beyond it the oldest half goes
 # An expired explanation is answered while it is refreshed only this many cache_s old at most;
 # older (a refresh keeps failing), the request computes it itself and sees the error.
 _STALE_LIMIT = 4
+_FLEETS_KEPT = 8  # fleet views kept (scopes and windows asked for)
 
 
 class Service:
@@ -98,8 +100,12 @@ class Service:
         self._explaining = threading.Lock()
         self._explain_index: Index | None = None
         self._explain_inode = -1
-        # (scope, since, until) -> (when computed, index generation, fleet)
-        self._fleets: dict[tuple[str, str, str], tuple[float, tuple[int, ...], Fleet]] = {}
+        # (scope, window start, window end) -> (when computed, index generation, fleet), the
+        # newest few only; built one at a time, apart from explains (a cold one takes seconds).
+        self._fleets: OrderedDict[tuple[str, int, int], tuple[float, tuple[int, ...], Fleet]] = (
+            OrderedDict()
+        )
+        self._building_fleet = threading.Lock()
 
     def _generation(self) -> tuple[int, ...]:
         """Changes whenever another connection has committed to the index (core/index/changes.py)."""
@@ -332,7 +338,11 @@ class Service:
         from whyjob.explain.fleet import build_fleet, fleet_window
 
         scope = "*" if principal.everything else ",".join(sorted(principal.namespaces))
-        key = (scope, since, until or "")
+        readable = None if principal.everything else principal.may_read
+        with self._index() as index:
+            # ValueError: the caller's to tell. Keyed by the window, however it was written.
+            start, end = fleet_window(index, since, until, readable=readable)
+        key = (scope, start, end)
         generation = self._generation()
         with self._lock:
             held = self._fleets.get(key)
@@ -341,12 +351,13 @@ class Service:
         ):
             return held[2]
         started = time.monotonic()
-        with self._explaining, self._writer() as index:
-            start, end = fleet_window(index, since, until)  # ValueError: the caller's to tell
-            readable = None if principal.everything else principal.may_read
+        with self._building_fleet, self._writer() as index:
             fleet = build_fleet(index, self.rules, since=start, until=end, readable=readable)
         with self._lock:
             self._fleets[key] = (started, generation, fleet)
+            self._fleets.move_to_end(key)
+            while len(self._fleets) > _FLEETS_KEPT:
+                self._fleets.popitem(last=False)
         return fleet
 
     def node_history(

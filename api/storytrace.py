@@ -41,6 +41,7 @@ def _span_id(text: str) -> int:
 
 
 def _spans(explanation: Explanation) -> list[ReadableSpan]:
+    from opentelemetry import context as otel_context
     from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -50,7 +51,7 @@ def _spans(explanation: Explanation) -> list[ReadableSpan]:
     from opentelemetry.trace import Link, Status, StatusCode
 
     info, verdict = explanation.experiment, explanation.verdict
-    ids = iter([_span_id(f"experiment\x1f{info.namespace}\x1f{info.name}")] + [
+    ids = iter([_span_id(f"experiment\x1f{info.cluster or ''}\x1f{info.namespace}\x1f{info.name}")] + [
         _span_id(a.id) for a in explanation.attempts
     ])  # fmt: skip
 
@@ -76,6 +77,9 @@ def _spans(explanation: Explanation) -> list[ReadableSpan]:
     cited = {t.id: t for t in explanation.timeline}
     root = tracer.start_span(
         f"experiment {info.namespace}/{info.name}",
+        # A root of its own, never a child of whatever span is current (the API request's when
+        # whyjob traces itself): the story's trace id stays the experiment's.
+        context=otel_context.Context(),
         start_time=start * _NS,
         attributes={
             "whyjob.verdict.category": verdict.category,

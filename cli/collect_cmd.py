@@ -66,6 +66,7 @@ def _start_marking(
         marker,
         settings,
         say=_say,
+        cluster=state_of(ctx).settings.cluster,
     )
     loop.start(stop)
     sys.stderr.write(

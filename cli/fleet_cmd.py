@@ -42,8 +42,8 @@ def _fleet(ctx: typer.Context, since: str, until: str | None) -> Fleet:
     from whyjob.explain.fleet import build_fleet, fleet_window
 
     rules = load_ruleset(ctx)
-    # Writable: what is explained for the first time is kept in the index for the next call.
-    with state_of(ctx).open_index(readonly=False) as index:
+    # What is explained for the first time is kept in the index for the next call.
+    with state_of(ctx).open_index_to_keep() as index:
         if not index.experiments(limit=1):
             fail("no experiments in the index yet: `whyjob ingest PATH` or `whyjob demo`", 3)
         try:

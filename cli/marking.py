@@ -35,8 +35,10 @@ class MarkLoop:
         *,
         say: Callable[[str], None],
         clock: Callable[[], float] = time.time,
+        cluster: str | None = None,
     ) -> None:
         self.index_path, self.rules, self.marker = index_path, rules, marker
+        self.cluster = cluster  # the one the marker's API client writes to
         self.window_ms = int(settings["window"] * 1000)
         self.interval_s = float(settings["interval"])
         self.say, self.clock = say, clock
@@ -47,7 +49,9 @@ class MarkLoop:
         now = int(self.clock() * 1000)
         with open_index(self.index_path, readonly=True) as index:
             nodes = set(index.node_spans(now - _RECENT_MS, now)) | self.marker.marked()
-            wanted = marks(index, self.rules, nodes, now=now, window_ms=self.window_ms)
+            wanted = marks(
+                index, self.rules, nodes, now=now, window_ms=self.window_ms, cluster=self.cluster
+            )
         return self.marker.apply({n: (m.value, m.reason) for n, m in wanted.items()})
 
     def start(self, stop: threading.Event) -> None:

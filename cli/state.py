@@ -51,6 +51,17 @@ class State:
         except WhyjobError as exc:
             fail(str(exc), exc.exit_code)
 
+    def open_index_to_keep(self) -> Index:
+        """Writable, to keep what is derived for the next call, where the index allows it; a
+        read-only file or mount still answers, keeping nothing."""
+        from whyjob.core.errors import IndexProblem
+        from whyjob.core.index import open_index
+
+        try:
+            return open_index(self.settings.location, readonly=False)
+        except (IndexProblem, OSError):
+            return self.open_index(readonly=True)
+
 
 def state_of(ctx: typer.Context) -> State:
     root = ctx.find_root()

@@ -33,6 +33,9 @@ class Binding:
     first_ts: int
     last_ts: int
     attrs: dict[str, Any] | None = None
+    # The cluster whose names these are (a node, a pod's namespace/name): two clusters' nodes
+    # of one name are two nodes. None where no cluster was named.
+    cluster: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in BINDING_KINDS:

@@ -119,11 +119,50 @@ def plan(index: Index, policy: Policy, now: int) -> dict[str, tuple[int, int | N
     return index.expiring(policy.cutoffs(index.kinds(), now))
 
 
+def _drop_for_size(
+    index: Index,
+    policy: Policy,
+    limit: int,
+    now: int,
+    done: Pruned,
+    stop: Callable[[], bool],
+) -> None:
+    """Over `limit`, drop about as many records as the excess takes (at the index's average
+    size a record), shortest-kept kinds first, oldest first, then stop.
+
+    The count is worked out once, not by watching the size fall: SQLite frees space only as
+    whole pages empty, and Elasticsearch only as segments merge, so a loop until the size is
+    under the limit would drop far more than the excess (every kind that expires). A round
+    that leaves the index still over, because the freed space has not shown yet, is followed
+    by another at the next interval.
+    """
+    used = index.used_bytes()
+    if used <= limit:
+        return
+    counts = index.kinds()
+    records = sum(counts.values())
+    if not records:
+        return
+    need = -(-(used - limit) * records // used)  # ceil(excess / (used / records))
+    # Shortest-kept kinds first; kinds kept forever are never dropped for size.
+    order = sorted(
+        (k for k in counts if policy.keep_ms(k) is not None),
+        key=lambda k: (policy.keep_ms(k) or 0, k),
+    )
+    for kind in order:
+        while need > 0 and not stop():
+            dropped = index.drop(kind, now, min(policy.batch, need))
+            if not dropped:
+                break
+            need -= dropped
+            done.by_size[kind] = done.by_size.get(kind, 0) + dropped
+
+
 def prune(
     index: Index, policy: Policy, now: int, *, stop: Callable[[], bool] = lambda: False
 ) -> Pruned:
-    """One round: drop what has expired, then, over `max_size`, the oldest records of the
-    kinds kept the shortest; a batch at a time (each its own short write, so collectors and
+    """One round: drop what has expired, then, over `max_size`, about the excess in the oldest
+    records of the kinds kept the shortest; a batch at a time (each its own short write, so collectors and
     readers wait for none), then give free pages back to the file where the index allows."""
     done = Pruned()
     if not policy.configured:
@@ -131,18 +170,8 @@ def prune(
     for kind, before in sorted(policy.cutoffs(index.kinds(), now).items()):
         while not stop() and (dropped := index.drop(kind, before, policy.batch)):
             done.by_age[kind] = done.by_age.get(kind, 0) + dropped
-    if policy.max_bytes is not None:
-        # Shortest-kept kinds first; kinds kept forever are never dropped for size.
-        order = sorted(
-            (k for k in index.kinds() if policy.keep_ms(k) is not None),
-            key=lambda k: (policy.keep_ms(k) or 0, k),
-        )
-        for kind in order:
-            while not stop() and index.used_bytes() > policy.max_bytes:
-                dropped = index.drop(kind, now, policy.batch)
-                if not dropped:
-                    break
-                done.by_size[kind] = done.by_size.get(kind, 0) + dropped
+    if policy.max_bytes is not None and not stop():
+        _drop_for_size(index, policy, policy.max_bytes, now, done, stop)
     if done.total:
         done.freed_pages = index.release_free_pages()
     return done

@@ -202,7 +202,8 @@ def _index_section(path: Path) -> dict[str, Any]:
             api_key=values["api_key"] or os.environ.get("WHYJOB_ES_API_KEY"),
             username=values["username"],
             password=values["password"] or os.environ.get("WHYJOB_ES_PASSWORD"),
-            ca_certs=values["ca_certs"],
+            # Relative to the config file, as rule paths are (a mounted Secret beside it).
+            ca_certs=path.parent / values["ca_certs"] if values["ca_certs"] else None,
             prefix=values["prefix"],
         )
     }
@@ -281,12 +282,15 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
     if env.get("WHYJOB_ES_URL"):
         from whyjob.core.index.elastic import ElasticSettings
 
+        # The nodes from the environment; the rest of the file's `index:` section still holds.
+        base = settings.elastic or ElasticSettings([])
         settings = replace(
             settings,
-            elastic=ElasticSettings(
-                env["WHYJOB_ES_URL"].split(","),
-                api_key=env.get("WHYJOB_ES_API_KEY"),
-                prefix=settings.elastic.prefix if settings.elastic else "whyjob",
+            elastic=replace(
+                base,
+                urls=env["WHYJOB_ES_URL"].split(","),
+                api_key=env.get("WHYJOB_ES_API_KEY") or base.api_key,
+                password=env.get("WHYJOB_ES_PASSWORD") or base.password,
             ),
         )
     if env.get("WHYJOB_CLUSTER"):

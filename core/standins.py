@@ -10,6 +10,7 @@ PASTED_NAMESPACE, PASTED_POD, PASTED_CONTAINER = "pasted", "pasted-pod", "main"
 PASTED_NODE = "pasted-node"
 
 
-def standin_uid(namespace: str, name: str) -> str:
-    """A stable id for a pod shown without its uid (describe output, tables, events)."""
-    return f"pasted:{namespace}/{name}"
+def standin_uid(namespace: str, name: str, cluster: str | None = None) -> str:
+    """A stable id for a pod shown without its uid (describe output, tables, events); two
+    clusters' pods of one name are two pods."""
+    return f"pasted:{cluster}/{namespace}/{name}" if cluster else f"pasted:{namespace}/{name}"

@@ -32,7 +32,9 @@ def explain_experiment(
     judged at risk; `cluster` picks one of several clusters' experiments of that name."""
     from whyjob.explain.hardware import implicated
 
-    with telemetry.span("whyjob.explain", experiment=name, namespace=namespace or ""):
+    # No names on whyjob's own spans: they go to the operators' backend, which every tenant's
+    # experiments share (the story's own trace, asked for by its reader, carries them).
+    with telemetry.span("whyjob.explain"):
         with telemetry.span("whyjob.explain.gather"):
             scene = gather(index, name, namespace, cluster)
         with telemetry.span("whyjob.explain.rules", records=len(scene.all_records())):
@@ -116,7 +118,7 @@ def explain_scene(
         from whyjob.explain.risk import at_risk
 
         moment = now if now is not None else int(time.time() * 1000)
-        warnings = at_risk(index, rules, attempts, checkpoints, now=moment)
+        warnings = at_risk(index, rules, attempts, checkpoints, now=moment, cluster=scene.cluster)
     return Explanation(
         experiment=experiment,
         verdict=verdict,

@@ -42,7 +42,7 @@ from whyjob.explain.fleetmodel import (
 from whyjob.explain.gather import Scene, gather
 from whyjob.explain.matching import Matcher
 from whyjob.explain.model import Attempt, Explanation
-from whyjob.explain.preflight import FAULTS
+from whyjob.explain.preflight import FAULTS, node_key, split_node_key
 from whyjob.explain.ruleset import RuleSet
 
 __all__ = ["build_fleet", "fleet_window", "pool_and_type"]
@@ -50,9 +50,6 @@ __all__ = ["build_fleet", "fleet_window", "pool_and_type"]
 _CACHE_KIND: Final = "fleet/v1"
 _HOUR_MS: Final = 3_600_000
 _DAY_MS: Final = 86_400_000
-# What gather reads around an experiment's span (gather.py), in whole hours, with a spare one.
-_MARGIN_BEFORE_H: Final = 7
-_MARGIN_AFTER_H: Final = 2
 # Where clouds and provisioners write a node's pool and machine type (their own label keys).
 _POOL_LABELS: Final = (
     "cloud.google.com/gke-nodepool",
@@ -66,14 +63,20 @@ _TYPE_LABELS: Final = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/i
 _HARDWARE_SIGNALS: Final = frozenset(FAULTS) - {"node.not-ready", "gpu.unhealthy"}
 
 
-def fleet_window(index: Index, since: str, until: str | None) -> tuple[int, int]:
-    """The window a fleet view covers: `until` (RFC 3339) or the newest experiment sighting,
+def fleet_window(
+    index: Index, since: str, until: str | None, *, readable: Callable[[str], bool] | None = None
+) -> tuple[int, int]:
+    """The window a fleet view covers: `until` (RFC 3339) or the newest sighting of an
+    experiment `readable` admits (another tenant's activity is not told, not even its time),
     and `since` as a duration back from it (30d) or a time. ValueError names a bad value."""
     from whyjob.core.timeutil import parse_ts
     from whyjob.explain.ruleset import parse_duration
 
-    newest = index.experiments(limit=1)
-    end = parse_ts(until) if until else (newest[0].last_seen if newest else 0)
+    if until:
+        end = parse_ts(until)
+    else:
+        newest = index.experiments(limit=1 if readable is None else 1_000_000)
+        end = next((r.last_seen for r in newest if readable is None or readable(r.namespace)), 0)
     try:
         return end - parse_duration(since), end
     except ValueError:
@@ -110,7 +113,7 @@ def build_fleet(
             continue
         key = f"{record.namespace}/{record.name}" + (f"@{record.cluster}" if record.cluster else "")
         stamp = f"{rules.version}|{_shape()}|{record.last_seen}"
-        document = _still_valid(index, cached.get(key), stamp, last, written, record)
+        document = _still_valid(index, cached.get(key), stamp, last, written)
         if document is None:
             document = _explained(index, rules, record)
             made.append((key, stamp, last, orjson.dumps(document)))
@@ -127,17 +130,21 @@ def build_fleet(
     gpus = _gpu_faults(index, rules, since, until)
     conditions = [ev for ev in index.fleet_records(since, until) if ev.kind == "node.condition"]
     _tally(fleet, gpus, conditions)
-    labels = index.node_labels([n.node for n in fleet.nodes], until)
+    # By name: a pool label is the same word whichever cluster's node of that name it came from.
+    labels = index.node_labels([split_node_key(n.node)[0] for n in fleet.nodes], until)
     for node in fleet.nodes:
-        node.pool, node.instance_type = pool_and_type(labels.get(node.node, {}))
+        node.pool, node.instance_type = pool_and_type(labels.get(split_node_key(node.node)[0], {}))
     return fleet
 
 
 @functools.cache
 def _shape() -> str:
-    """The cached documents' shape: a change of fields makes every cached one stale."""
+    """The cached documents' shape and the code that made them: a change of fields or of
+    whyjob's version makes every cached one stale."""
+    from importlib.metadata import version
+
     names = [f.name for kind in (ExperimentLoss, Run, InitFailure) for f in fields(kind)]
-    return hashlib.sha1(" ".join(names).encode()).hexdigest()[:8]
+    return hashlib.sha1(" ".join([version("whyjob"), *names]).encode()).hexdigest()[:8]
 
 
 def _still_valid(
@@ -146,22 +153,19 @@ def _still_valid(
     stamp: str,
     last: int,
     written: dict[int, set[int]],
-    record: ExperimentRecord,
 ) -> dict[str, Any] | None:
-    """The cached document, unless the rules or the experiment changed, or records written
-    after it fall inside the span an explanation reads (the experiment's, plus gather's
-    margins)."""
+    """The cached document, unless the rules, the code or the experiment changed, or records
+    written after it fall inside the window its explanation read."""
     if hit is None or hit[0] != stamp:
         return None
+    document: dict[str, Any] = orjson.loads(hit[2])
     if hit[1] != last:
         hours = written.get(hit[1])
         if hours is None:
             hours = written[hit[1]] = index.hours_written_after(hit[1])
-        low = record.first_seen // _HOUR_MS - _MARGIN_BEFORE_H
-        high = record.last_seen // _HOUR_MS + _MARGIN_AFTER_H
-        if any(low <= hour <= high for hour in hours):
+        t0, t1 = document["window"]
+        if any(t0 // _HOUR_MS <= hour <= t1 // _HOUR_MS for hour in hours):
             return None
-    document: dict[str, Any] = orjson.loads(hit[2])
     return document
 
 
@@ -179,6 +183,8 @@ def _explained(index: Index, rules: RuleSet, record: ExperimentRecord) -> dict[s
         "experiment": asdict(_loss(explanation)),
         "runs": [asdict(run) for run in _runs(scene, explanation)],
         "init": [asdict(failure) for failure in _init_failures(scene)],
+        # The span the explanation read: a record written later inside it makes this stale.
+        "window": [scene.t0, scene.t1],
     }
 
 
@@ -192,7 +198,10 @@ def _loss(explanation: Explanation) -> ExperimentLoss:
         category=explanation.verdict.category,
         first_seen=info.first_seen,
         last_seen=info.last_seen,
-        failed_runs=sum(a.failed and a.category != "peer.failure" for a in explanation.attempts),
+        # As `_runs` counts them: a failure with a cause of its own, not a peer's collateral.
+        failed_runs=sum(
+            a.failed and a.category not in (None, "peer.failure") for a in explanation.attempts
+        ),
         gpu_hours_used=explanation.gpu_hours.used,
         gpu_hours_lost=explanation.gpu_hours.lost,
         looping=loop.looping,
@@ -264,13 +273,18 @@ def _init_failures(scene: Scene) -> list[InitFailure]:
                     experiment=scene.name,
                     pod=pod.name,
                     container=ev.container,
-                    node=scene.pod_nodes.get(pod.uid) or pod.node,
-                    gpus=sorted(scene.pod_gpus.get(pod.uid, ())),
+                    node=_keyed(scene.pod_nodes.get(pod.uid) or pod.node, scene.cluster),
+                    gpus=sorted(scene.pod_gpus.get(f"{pod.namespace}/{pod.name}", ())),
                     at=ev.ts,
                     reason=(reason or "Error") + (f", exit code {exit_code}" if exit_code else ""),
                     evidence=ev.public_id,
                 )
     return list(out.values())
+
+
+def _keyed(node: str | None, cluster: str | None) -> str | None:
+    """A node as the fleet names it: `node@cluster` where the index holds a cluster's."""
+    return node_key(node, cluster) if node else None
 
 
 def _gpu_key(ev: Evidence) -> str:
@@ -288,10 +302,10 @@ def _gpu_faults(index: Index, rules: RuleSet, since: int, until: int) -> list[Ev
         for ev in index.fleet_records(since, until)
         if ev.kind == "gpu.xid" and _HARDWARE_SIGNALS & set(matcher.match(ev))
     ]
-    kernel_nodes = {ev.node for ev in faults if ev.source == "kernel"}
+    kernel_nodes = {_keyed(ev.node, ev.cluster) for ev in faults if ev.source == "kernel"}
     told: dict[tuple[str, object, int], Evidence] = {}
     for ev in faults:
-        if ev.source != "kernel" and ev.node in kernel_nodes:
+        if ev.source != "kernel" and _keyed(ev.node, ev.cluster) in kernel_nodes:
             continue
         told.setdefault((_gpu_key(ev), ev.attrs.get("xid"), ev.ts // 60_000), ev)
     return list(told.values())
@@ -305,8 +319,9 @@ def _tally(fleet: Fleet, faults: list[Evidence], conditions: list[Evidence]) -> 
         return nodes.setdefault(name, NodeHealth(name))
 
     for ev in faults:
-        gpu = gpus.setdefault(_gpu_key(ev), GpuHealth(_gpu_key(ev), ev.node))
-        gpu.node = gpu.node or ev.node
+        host = _keyed(ev.node, ev.cluster)
+        gpu = gpus.setdefault(_gpu_key(ev), GpuHealth(_gpu_key(ev), host))
+        gpu.node = gpu.node or host
         gpu.faults += 1
         gpu.first_fault = min(gpu.first_fault or ev.ts, ev.ts)
         gpu.last_fault = max(gpu.last_fault or ev.ts, ev.ts)
@@ -330,8 +345,9 @@ def _tally(fleet: Fleet, faults: list[Evidence], conditions: list[Evidence]) -> 
                 node.repeat_gpus.append(key)
     for run in fleet.runs:
         name = f"{run.namespace}/{run.experiment}" + (f"@{run.cluster}" if run.cluster else "")
-        if run.node:
-            node = node_of(run.node)
+        host = _keyed(run.node, run.cluster)
+        if host:
+            node = node_of(host)
             node.by_cause[run.category] += 1
             node.hardware_runs += run.category in HARDWARE
             node.gpu_hours_lost += run.gpu_hours_lost
@@ -340,7 +356,7 @@ def _tally(fleet: Fleet, faults: list[Evidence], conditions: list[Evidence]) -> 
             node.experiments.add(name)
             node.last_failure = max(node.last_failure or run.ended_at, run.ended_at)
         for uuid in run.gpus if run.category in HARDWARE else ():
-            gpu = gpus.setdefault(uuid, GpuHealth(uuid, run.node))
+            gpu = gpus.setdefault(uuid, GpuHealth(uuid, host))
             gpu.runs += 1
             gpu.gpu_hours_lost += run.gpu_hours_lost
             gpu.experiments.add(name)
@@ -373,17 +389,18 @@ def _episodes(
     back: dict[str, list[int]] = defaultdict(list)
     for run in runs:
         if run.node and run.category in HARDWARE:
-            trouble[run.node].append(run.cause_at)
+            trouble[node_key(run.node, run.cluster)].append(run.cause_at)
     for ev in faults:
         if ev.node:
-            trouble[ev.node].append(ev.ts)
+            trouble[node_key(ev.node, ev.cluster)].append(ev.ts)
     for ev in conditions:
         if not ev.node or ev.attrs.get("condition") != "Ready":
             continue
+        host = node_key(ev.node, ev.cluster)
         if ev.attrs.get("status") == "True":
-            back[ev.node].append(ev.ts)
+            back[host].append(ev.ts)
         else:
-            nodes.setdefault(ev.node, NodeHealth(ev.node)).not_ready += 1
+            nodes.setdefault(host, NodeHealth(host)).not_ready += 1
     for name, times in trouble.items():
         times.sort()
         episodes = 1

@@ -174,7 +174,7 @@ def gather(
     for ev in index.entity_evidence("node", nodes, scene.t0, scene.t1):
         if mine(ev):
             scene.by_node[ev.node or ""].append(ev)
-    for binding in index.bindings("node.instance", subjects=nodes):
+    for binding in index.bindings("node.instance", subjects=nodes, cluster=home or ""):
         scene.node_instance[binding.subject] = binding.object
     instances = set(scene.node_instance.values())
     for ev in index.entity_evidence("instance_id", instances, scene.t0, scene.t1):
@@ -185,9 +185,10 @@ def gather(
     for ev in index.entity_evidence("asg", set(scene.instance_asg.values()), scene.t0, scene.t1):
         if mine(ev):
             scene.by_asg[ev.asg or ""].append(ev)
-    for binding in index.bindings("gpu.node", objects=nodes):
+    for binding in index.bindings("gpu.node", objects=nodes, cluster=home or ""):
         scene.node_gpus[binding.object].add(binding.subject)
-    for binding in index.bindings("pod.gpu", subjects=[f"{ns}/{p.name}" for p in pods]):
+    pod_names = [f"{ns}/{p.name}" for p in pods]
+    for binding in index.bindings("pod.gpu", subjects=pod_names, cluster=home or ""):
         scene.pod_gpus[binding.subject].add(binding.object)
     gpus = {g for group in scene.node_gpus.values() for g in group}
     for ev in index.entity_evidence("gpu_uuid", gpus, scene.t0, scene.t1):

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from whyjob.core.index import Index
-from whyjob.explain.preflight import IMMINENT, WINDOWED, preflight
+from whyjob.explain.preflight import IMMINENT, WINDOWED, node_key, preflight
 from whyjob.explain.ruleset import RuleSet
 
 __all__ = ["Mark", "marks"]
@@ -33,13 +33,20 @@ class Mark:
 
 
 def marks(
-    index: Index, rules: RuleSet, nodes: Iterable[str], *, now: int, window_ms: int
+    index: Index,
+    rules: RuleSet,
+    nodes: Iterable[str],
+    *,
+    now: int,
+    window_ms: int,
+    cluster: str | None = None,
 ) -> dict[str, Mark]:
     """A mark for each node with a notice inside [now, now + window] (or a spot, rebalance or
-    removal notice now), the earliest when there are several."""
+    removal notice now), the earliest when there are several; from `cluster`'s records only,
+    when the index is shared (another cluster's node of the same name is not this one)."""
     out: dict[str, Mark] = {}
     for node in sorted(set(nodes)):
-        result = preflight(index, rules, node, now=now, window_ms=window_ms)
+        result = preflight(index, rules, node_key(node, cluster), now=now, window_ms=window_ms)
         notices = [
             c for c in result.checks if c.blocking and (c.code in WINDOWED or c.code in IMMINENT)
         ]

@@ -9,7 +9,7 @@ from whyjob.core.index import Index
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.fleetmodel import Fleet, GpuHealth, NodeHealth
 from whyjob.explain.matching import Matcher
-from whyjob.explain.preflight import FAULTS, IMMINENT, WINDOWED, node_records
+from whyjob.explain.preflight import FAULTS, IMMINENT, WINDOWED, node_records, split_node_key
 from whyjob.explain.ruleset import RuleSet
 
 __all__ = ["HistoryEntry", "NodeHistory", "node_history"]
@@ -81,7 +81,7 @@ def node_history(index: Index, rules: RuleSet, fleet: Fleet, node: str) -> NodeH
             + (f" with {run.collateral} more run(s)" if run.collateral else ""),
         )
         for run in fleet.runs
-        if run.node == node
+        if run.node and _is(node, run.node, run.cluster)
     ]
     entries += [
         HistoryEntry(
@@ -93,11 +93,19 @@ def node_history(index: Index, rules: RuleSet, fleet: Fleet, node: str) -> NodeH
             f.evidence,
         )
         for f in fleet.init_failures
-        if f.node == node
+        if f.node and _is(node, *split_node_key(f.node))
     ]
     entries = _merged(sorted(entries, key=lambda e: (e.at, e.what)))
     health = fleet.node(node) or NodeHealth(node)
-    return NodeHistory(health, entries, [g for g in fleet.gpus if g.node == node])
+    gpus = [g for g in fleet.gpus if g.node and _is(node, *split_node_key(g.node))]
+    return NodeHistory(health, entries, gpus)
+
+
+def _is(asked: str, node: str, cluster: str | None) -> bool:
+    """Whether a node of a cluster is the one asked about: `name@cluster` is that cluster's,
+    a bare name any cluster's node of that name."""
+    name, wanted = split_node_key(asked)
+    return node == name and (wanted is None or cluster == wanted)
 
 
 def _merged(entries: list[HistoryEntry]) -> list[HistoryEntry]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,9 +34,11 @@ __all__ = [
     "WINDOW_MS",
     "Check",
     "Preflight",
+    "node_key",
     "node_records",
     "preflight",
     "preflight_defaults",
+    "split_node_key",
 ]
 
 WINDOW_MS: Final = 3_600_000  # maintenance starting this soon makes a node unsafe
@@ -157,7 +159,10 @@ def preflight(
     result = Preflight(node, now, window_ms, lookback_ms)
     matcher = Matcher(rules)
     faults: dict[str, list[Evidence]] = {}
-    imminent: dict[str, Evidence] = {}  # the latest of each (a taint is seen again and again)
+    # The first of each within the last two hours, and how often it was seen since (a taint
+    # is seen again and again): the same notice keeps the same time, message and evidence.
+    imminent: dict[str, Evidence] = {}
+    sightings: Counter[str] = Counter()
     windows: set[int] = set()  # one event told by two sources is one reason
     for ev in node_records(index, node, now - lookback_ms, now + _HORIZON_MS):
         signals = matcher.match(ev)
@@ -170,10 +175,13 @@ def preflight(
                     windows.add(_minutes(ev))
                 result.checks.extend(told)
             elif signal in IMMINENT and now - _IMMINENT_MS <= ev.ts <= now:
-                imminent[signal] = ev  # records come oldest first
+                imminent.setdefault(signal, ev)  # records come oldest first
+                sightings[signal] += 1
             elif signal in FAULTS and ev.ts <= now:
                 faults.setdefault(signal, []).append(ev)
-    result.checks.extend(_check(s, IMMINENT[s], True, ev) for s, ev in imminent.items())
+    result.checks.extend(
+        replace(_check(s, IMMINENT[s], True, ev), count=sightings[s]) for s, ev in imminent.items()
+    )
     result.known = result.records > 0 or _seen_before(index, node, now)
     for signal, found in faults.items():
         last = max(found, key=lambda ev: ev.ts)
@@ -231,24 +239,45 @@ def _check(signal: str, what: str, blocking: bool, ev: Evidence, note: str = "")
     return Check(signal, what, blocking, message, ev.ts, ev.ts_end, 1, ev.public_id)
 
 
-def _seen_before(index: Index, node: str, now: int) -> bool:
+def node_key(node: str, cluster: str | None) -> str:
+    """How a node is named where several clusters share an index: `gpu-node-0@us-east`, as an
+    experiment is `ml/run9@us-east`; a node of no cluster by its name alone."""
+    return f"{node}@{cluster}" if cluster else node
+
+
+def split_node_key(key: str) -> tuple[str, str | None]:
+    """The node name and cluster of a `node_key` (None: any cluster, when none is named)."""
+    node, _, cluster = key.partition("@")
+    return node, cluster or None
+
+
+def _seen_before(index: Index, key: str, now: int) -> bool:
     """The node ran pods, was bound to an instance or held GPUs before `now`: known, though
     nothing about it falls in the look-back."""
+    node, cluster = split_node_key(key)
     bound = (
-        index.bindings("node.instance", subjects=[node])
-        + index.bindings("gpu.node", objects=[node])
-        + index.bindings("pod.node", objects=[node])
+        index.bindings("node.instance", subjects=[node], cluster=cluster)
+        + index.bindings("gpu.node", objects=[node], cluster=cluster)
+        + index.bindings("pod.node", objects=[node], cluster=cluster)
     )
     return any(b.first_ts <= now for b in bound)
 
 
-def node_records(index: Index, node: str, t0: int, t1: int) -> list[Evidence]:
-    """What the index holds about the node itself, the instance behind it and its GPUs.
-    Records about a pod (which carry its namespace) are that pod's tenant's, never read here."""
-    instances = {b.object for b in index.bindings("node.instance", subjects=[node])}
-    gpus = {b.subject for b in index.bindings("gpu.node", objects=[node])}
+def node_records(index: Index, key: str, t0: int, t1: int) -> list[Evidence]:
+    """What the index holds about the node itself, the instance behind it and its GPUs; of its
+    cluster only when the key names one (`node_key`). Records about a pod (which carry its
+    namespace) are that pod's tenant's, never read here."""
+    node, cluster = split_node_key(key)
+    instances = {
+        b.object for b in index.bindings("node.instance", subjects=[node], cluster=cluster)
+    }
+    gpus = {b.subject for b in index.bindings("gpu.node", objects=[node], cluster=cluster)}
     found = index.entity_evidence("node", [node], t0, t1)
     found += index.entity_evidence("instance_id", instances, t0, t1)
     found += index.entity_evidence("gpu_uuid", gpus, t0, t1)
-    unique = {ev.id: ev for ev in found if ev.namespace is None}
+    unique = {
+        ev.id: ev
+        for ev in found
+        if ev.namespace is None and (cluster is None or ev.cluster in (None, cluster))
+    }
     return sorted(unique.values(), key=lambda ev: ev.ts)

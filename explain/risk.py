@@ -16,7 +16,15 @@ from typing import Any, Final
 from whyjob.core.index import Index
 from whyjob.core.timeutil import format_duration, format_ts
 from whyjob.explain.model import Attempt
-from whyjob.explain.preflight import FAULTS, LOOKBACK_MS, WINDOW_MS, WINDOWED, Check, preflight
+from whyjob.explain.preflight import (
+    FAULTS,
+    LOOKBACK_MS,
+    WINDOW_MS,
+    WINDOWED,
+    Check,
+    node_key,
+    preflight,
+)
 from whyjob.explain.ruleset import RuleSet
 
 __all__ = ["AtRisk", "at_risk"]
@@ -71,14 +79,23 @@ def at_risk(
     *,
     now: int,
     window_ms: int = WINDOW_MS,
+    cluster: str | None = None,
 ) -> list[AtRisk]:
-    """A warning for each node under a running attempt that has a reason not to be trusted."""
+    """A warning for each node under a running attempt that has a reason not to be trusted
+    (the experiment's `cluster`'s node of that name)."""
     running = [a for a in attempts if a.state == "running" and a.node]
     out: list[AtRisk] = []
     for node in sorted({a.node for a in running if a.node}):
         here = [a for a in running if a.node == node]
         began = min((a.started_at for a in here if a.started_at), default=now)
-        found = preflight(index, rules, node, now=now, window_ms=window_ms, lookback_ms=LOOKBACK_MS)
+        found = preflight(
+            index,
+            rules,
+            node_key(node, cluster),
+            now=now,
+            window_ms=window_ms,
+            lookback_ms=LOOKBACK_MS,
+        )
         # A fault from before the run began is history the run already survived.
         reasons = [
             c for c in found.checks if c.blocking and (c.code not in FAULTS or c.at >= began)

@@ -207,7 +207,7 @@ def _describe_block(ctx: Context, block: list[tuple[int, str]]) -> Iterator[Item
         yield Rejected(first, "kubectl describe output without Name and Namespace")
         return
     now = _now(ctx)
-    uid = standin_uid(namespace, name)
+    uid = standin_uid(namespace, name, ctx.options.cluster)
     node = (top.get("Node") or "").split("/")[0] or None
     if node == "<none>":
         node = None
@@ -413,7 +413,7 @@ def parse_describe_fragment(ctx: Context, lines: Lines, pod: tuple[str, str]) ->
             blocks[-1][1].setdefault(key, value)
         else:
             top.setdefault(key, value)
-    uid = standin_uid(namespace, name)
+    uid = standin_uid(namespace, name, ctx.options.cluster)
     node = (top.get("Node") or "").split("/")[0] or None
     common: dict[str, Any] = {"namespace": namespace, "pod": name, "pod_uid": uid, "node": node}
     if not blocks and "Exit Code" in top:
@@ -564,7 +564,7 @@ def parse_old_event_rows(ctx: Context, lines: Lines, pod: tuple[str, str]) -> It
             continue
         source = row["source"].strip("{} ")
         event_type = row["type"] or ("Warning" if row["reason"][:1].islower() else "Normal")
-        yield _event(ctx, now, number, namespace, "Pod", name, standin_uid(namespace, name), None,
+        yield _event(ctx, now, number, namespace, "Pod", name, standin_uid(namespace, name, ctx.options.cluster), None,
                      event_type, row["reason"], row["first"].strip(), source, row["message"])  # fmt: skip
 
 
@@ -585,12 +585,14 @@ def parse_event_rows(
                 object_kind.lower(), object_kind.title()
             )
             namespace = match["namespace"] or namespace_hint(ctx)
-            uid = standin_uid(namespace, name) if object_kind == "Pod" else None
+            uid = (
+                standin_uid(namespace, name, ctx.options.cluster) if object_kind == "Pod" else None
+            )
             yield _event(ctx, now, number, namespace, object_kind, name, uid, None,
                          match["type"], match["reason"], match["age"], "", match["message"])  # fmt: skip
         elif match := _DESCRIBE_EVENT_ROW.match(text):
             namespace, name = pod or (namespace_hint(ctx), None)
-            uid = standin_uid(namespace, name) if name else None
+            uid = standin_uid(namespace, name, ctx.options.cluster) if name else None
             yield _event(ctx, now, number, namespace, "Pod", name, uid, node, match["type"],
                          match["reason"], match["age"], match["source"], match["message"])  # fmt: skip
 
@@ -678,7 +680,7 @@ def parse_events_table(ctx: Context, lines: Lines) -> Iterator[Item]:
         object_kind, _, name = kind_name.partition("/")
         object_kind = {"pod": "Pod", "node": "Node"}.get(object_kind.lower(), object_kind.title())
         namespace = row.get("NAMESPACE") or namespace_hint(ctx)
-        uid = standin_uid(namespace, name) if object_kind == "Pod" else None
+        uid = standin_uid(namespace, name, ctx.options.cluster) if object_kind == "Pod" else None
         if not row.get("REASON"):
             yield Rejected(number, "an events table row without a REASON")
             continue
@@ -707,7 +709,7 @@ def parse_pods_table(ctx: Context, lines: Lines) -> Iterator[Item]:
         namespace = row.get("NAMESPACE") or namespace_hint(ctx)
         if not name:
             continue
-        uid = standin_uid(namespace, name)
+        uid = standin_uid(namespace, name, ctx.options.cluster)
         restarts = int(re.match(r"\d*", row.get("RESTARTS", "0")).group() or 0)  # type: ignore[union-attr]
         node = row.get("NODE") if row.get("NODE") not in (None, "", "<none>") else None
         yield PodRecord(uid=uid, namespace=namespace, name=name, seen=now, phase=status, node=node)
@@ -986,7 +988,9 @@ def parse_controller_log(ctx: Context, lines: Lines) -> Iterator[Item]:
                     or (namespace.group("ns") if namespace else None)
                     or namespace_hint(ctx)
                 )
-                where.update(pod=name, namespace=ns, pod_uid=standin_uid(ns, name))
+                where.update(
+                    pod=name, namespace=ns, pod_uid=standin_uid(ns, name, ctx.options.cluster)
+                )
                 where["node"] = where["node"] if where["node"] != ctx.node_hint else None
             yield ctx.evidence(
                 source="controller.log",

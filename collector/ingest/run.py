@@ -260,30 +260,49 @@ class Ingestor:
                 result.rejected += 1
                 self._reject(ctx, item, result.fmt)
         self._flush(batch, result)
-        bindings = [Binding(k, s, o, f, last, a) for (k, s, o), (f, last, a) in spans.items()]
+        cluster = self.options.cluster  # whose node and pod names these are
+        bindings = [
+            Binding(k, s, o, f, last, a, cluster) for (k, s, o), (f, last, a) in spans.items()
+        ]
         for pod in pods.values():  # the cluster the records are stamped with owns the pods
             pod.cluster = pod.cluster or self.options.cluster
-        try:
-            self.index.upsert_pods(pods.values())
-        except REFUSED:
-            self.index.upsert_pods(self._admitted(pods.values(), result))
-        try:
-            self.index.bind(bindings)
-        except REFUSED:
-            self.index.bind(self._admitted(bindings, result))
+        self._store(self.index.upsert_pods, list(pods.values()), result)
+        self._store(self.index.bind, bindings, result)
 
     def _flush(self, batch: list[Evidence], result: FileResult) -> None:
         if not batch:
             return
-        try:
-            stored = self.index.write(batch)
-        except REFUSED:
-            batch[:] = self._admitted(batch, result)
-            stored = self.index.write(batch)
+        batch[:], stored = self._store(self.index.write, batch, result)
         result.read += len(batch)
         result.stored += stored
         result.duplicate += len(batch) - stored
         batch.clear()
+
+    def _store(
+        self,
+        store: Callable[[list[_Stored]], int | None],
+        records: list[_Stored],
+        result: FileResult,
+    ) -> tuple[list[_Stored], int]:
+        """Store a batch: refused as a whole, its records are mended and stored again; refused
+        still (a value mending cannot fix, as a term too long for Elasticsearch), one at a
+        time, the refused ones rejected alone. Returns what was kept and how many were new."""
+        try:
+            return records, store(records) or 0
+        except REFUSED:
+            records = self._admitted(records, result)
+        try:
+            return records, store(records) or 0
+        except REFUSED:
+            kept, stored = [], 0
+            for record in records:
+                try:
+                    stored += store([record]) or 0
+                except REFUSED as exc:
+                    self._refuse(record, str(exc), result)
+                    continue
+                kept.append(record)
+            return kept, stored
 
     def _admitted(self, records: Iterable[_Stored], result: FileResult) -> list[_Stored]:
         """The records the index refused as a batch, mended one by one; the unmendable are

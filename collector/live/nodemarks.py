@@ -26,9 +26,18 @@ class NodeMarker:
         self.taint = taint
 
     def marked(self) -> set[str]:
-        """The nodes that carry this marker's label now."""
-        found = self._core.list_node(label_selector=self.label)
-        return {str(node.metadata.name) for node in found.items if node.metadata}
+        """The nodes that carry this marker's label or its taint now (someone may have taken
+        the label off and left the taint, which would then keep the node empty for good)."""
+        out = set()
+        for node in self._core.list_node().items:
+            if not node.metadata:
+                continue
+            taints = (node.spec.taints if node.spec else None) or []
+            if self.label in (node.metadata.labels or {}) or any(
+                t.key == self.label for t in taints
+            ):
+                out.add(str(node.metadata.name))
+        return out
 
     def apply(self, desired: Mapping[str, tuple[str, str]]) -> list[str]:
         """Make the marks what `desired` says (node -> (label value, reason)): mark the new,
@@ -37,20 +46,20 @@ class NodeMarker:
         for name in sorted(set(desired) | self.marked()):
             try:
                 node = self._core.read_node(name)
+                patch = self._patch(node, desired.get(name))
+                if patch is None:
+                    continue
+                self._core.patch_node(name, patch)
             except k8s.ApiException as exc:
                 if exc.status == 404:
                     continue  # gone: nothing to mark
-                raise
-            patch = self._patch(node, desired.get(name))
-            if patch is None:
+                # One node refused (a conflict, a webhook, a missing permission) holds up no other.
+                done.append(
+                    f"{name}: changed meanwhile, next round"
+                    if exc.status == 409
+                    else f"{name}: not changed: {exc.status} {exc.reason}"
+                )
                 continue
-            try:
-                self._core.patch_node(name, patch)
-            except k8s.ApiException as exc:
-                if exc.status == 409:
-                    done.append(f"{name}: changed meanwhile, next round")
-                    continue
-                raise
             done.append(f"{'marked' if name in desired else 'unmarked'} {name}")
         return done
 

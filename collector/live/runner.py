@@ -162,6 +162,13 @@ def start_collectors(
         for key, token in index.checkpoints(scope).items()
         if ingest.cluster or "|" not in key
     }
+    if ingest.cluster:
+        # Upgraded from a whyjob that kept resume points without the cluster, or `cluster:`
+        # just set: go on from those rather than read every source again (its records would
+        # come back under ids with the cluster in them, stored twice).
+        for key, token in index.checkpoints("").items():
+            if "|" not in key:
+                checkpoints.setdefault(key, token)
     writer = Writer(index, health, cluster=ingest.cluster).start()
     telemetry.observe(health.gauge_table)
     stop = threading.Event()

@@ -15,6 +15,7 @@ from whyjob.collector.ingest.base import Item, Rejected
 from whyjob.collector.live.health import Health
 from whyjob.collector.redaction import quarantine_body, redact_record, redact_text
 from whyjob.core.entities import Binding, PodRecord
+from whyjob.core.errors import IndexProblem
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import Index
 
@@ -144,6 +145,11 @@ class Writer:
             except REFUSED:
                 self._commit_one_by_one(batches)
                 return
+            except IndexProblem as exc:  # a cluster away or pushing back longer than its retries
+                self.health.error(
+                    "writer", f"index unavailable, retrying in {wait:g} s: {exc}", down=False
+                )
+                time.sleep(wait)
         self._commit(batches)  # the last try raises what keeps failing
 
     def _commit_one_by_one(self, batches: list[Batch]) -> None:
@@ -196,7 +202,7 @@ class Writer:
                     pod.cluster = pod.cluster or self.cluster
                     pods.append(pod)  # every view: upsert_pods merges them
                 elif isinstance(item, Binding):
-                    bindings.append(item)
+                    bindings.append(replace(item, cluster=item.cluster or self.cluster))
                 else:
                     rejected.append((batch, item))
             checkpoints.update(batch.checkpoints)

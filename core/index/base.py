@@ -98,8 +98,17 @@ class Index(Protocol):
         ...
 
     def bindings(
-        self, kind: str, *, subjects: Iterable[str] = (), objects: Iterable[str] = ()
-    ) -> list[Binding]: ...
+        self,
+        kind: str,
+        *,
+        subjects: Iterable[str] = (),
+        objects: Iterable[str] = (),
+        cluster: str | None = None,
+    ) -> list[Binding]:
+        """The bindings of a kind with these subjects or objects; with `cluster`, only that
+        cluster's and those of no cluster ("" for those of no cluster alone)."""
+        ...
+
     def fleet_records(self, t0: int, t1: int) -> list[Evidence]:
         """Every GPU fault and node condition in [t0, t1]."""
         ...
@@ -107,11 +116,14 @@ class Index(Protocol):
     def node_spans(self, t0: int, t1: int) -> dict[str, tuple[int, int]]: ...
     def node_labels(self, nodes: Iterable[str], until: int) -> dict[str, dict[str, str]]: ...
     def last_seq(self) -> int:
-        """A counter that grows with every stored record (the newest record's number)."""
+        """A counter that never goes down and grows with stored records: SQLite's highest
+        record number given; on Elasticsearch the newest write stamp, held back by a margin so
+        that writes other writers have not yet made visible still count as after it."""
         ...
 
     def hours_written_after(self, seq: int) -> set[int]:
-        """The hours (ts // 3,600,000) the records stored after counter `seq` are about."""
+        """The hours (ts // 3,600,000) the records stored after counter `seq` are about: never
+        fewer, and on Elasticsearch perhaps a few more (those written within its margin)."""
         ...
 
     def derived(self, kind: str) -> dict[str, tuple[str, int, bytes]]: ...

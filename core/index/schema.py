@@ -188,5 +188,25 @@ _V5 = """
 CREATE INDEX evidence_kind ON evidence(kind, ts);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+_V6 = """
+-- A binding belongs to the cluster whose names it holds: gpu-node-0 of two clusters is two
+-- nodes, with their own instances and GPUs ('' where no cluster was named).
+CREATE TABLE bindings_v6 (
+    kind     TEXT NOT NULL,
+    subject  TEXT NOT NULL,
+    object   TEXT NOT NULL,
+    cluster  TEXT NOT NULL DEFAULT '',
+    first_ts INTEGER NOT NULL,
+    last_ts  INTEGER NOT NULL,
+    attrs    TEXT,
+    PRIMARY KEY (kind, subject, object, cluster)
+) WITHOUT ROWID;
+INSERT INTO bindings_v6 (kind, subject, object, first_ts, last_ts, attrs)
+    SELECT kind, subject, object, first_ts, last_ts, attrs FROM bindings;
+DROP TABLE bindings;
+ALTER TABLE bindings_v6 RENAME TO bindings;
+CREATE INDEX bindings_object ON bindings(kind, object);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -38,6 +38,8 @@ _INSERT_EVIDENCE = (
     "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING"
 )
 _SEARCH_CHUNK = 200_000
+# The highest `seq` given, kept when retention may drop the row that had it.
+_SEQ_MARK = "evidence.seq"
 # The columns an entity query may filter on; each has a partial index (schema.py).
 _ENTITY_COLUMNS = frozenset({"node", "instance_id", "gpu_uuid", "asg", "pod", "experiment"})
 # SQLite's default limit on bound parameters is 32766; stay far below it.
@@ -202,7 +204,9 @@ class SqliteIndex:
     def write(self, records: Iterable[Evidence]) -> int:
         """Store records; returns how many were new (the rest were already there).
 
-        Rows are numbered from the current end of `seq` and inserted with ON CONFLICT (id) DO
+        Rows are numbered from the highest `seq` ever given (never reused, even after
+        retention dropped the newest rows: the full-text index and the derived documents
+        count on it growing) and inserted with ON CONFLICT (id) DO
         NOTHING, so the unique index on `id` both deduplicates and finds the duplicates (a
         separate lookup cost 5 us a record). A duplicate leaves a gap in `seq`; raw bodies go
         under the `seq` of the rows that were inserted.
@@ -214,7 +218,7 @@ class SqliteIndex:
             return 0
         db = self._db
         with self.transaction():
-            start = int(db.execute("SELECT coalesce(max(seq), 0) + 1 FROM evidence").fetchone()[0])
+            start = self.last_seq() + 1
             dumps = orjson.dumps
             stored = db.executemany(
                 _INSERT_EVIDENCE,
@@ -269,6 +273,13 @@ class SqliteIndex:
         """Bring the full-text index up to date; returns how many records it added."""
         done = int(self.checkpoint("search.seq") or 0)
         last = int(self._db.execute("SELECT coalesce(max(seq), 0) FROM evidence").fetchone()[0])
+        if done > self.last_seq():
+            # Written by a whyjob that reused numbers after retention: the full-text index no
+            # longer matches the table, so it is built again from the table.
+            with self.transaction():
+                self._db.execute("INSERT INTO evidence_fts (evidence_fts) VALUES ('rebuild')")
+                self.set_checkpoint("search.seq", str(last))
+            return last
         added = 0
         while done < last:
             upto = min(last, done + _SEARCH_CHUNK)
@@ -299,6 +310,7 @@ class SqliteIndex:
                 b.first_ts,
                 b.last_ts,
                 orjson.dumps(b.attrs).decode() if b.attrs else None,
+                b.cluster or "",
             )
             for b in bindings
         ]
@@ -306,8 +318,9 @@ class SqliteIndex:
             return
         with self.transaction():
             self._db.executemany(
-                "INSERT INTO bindings (kind, subject, object, first_ts, last_ts, attrs) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, subject, object) DO UPDATE SET "
+                "INSERT INTO bindings (kind, subject, object, first_ts, last_ts, attrs, cluster) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (kind, subject, object, cluster) DO UPDATE SET "
                 "first_ts = min(first_ts, excluded.first_ts), "
                 "last_ts = max(last_ts, excluded.last_ts), "
                 "attrs = coalesce(excluded.attrs, attrs)",
@@ -364,40 +377,26 @@ class SqliteIndex:
                 "last_seen = max(last_seen, excluded.last_seen)",
                 rows,
             )
-            experiments = {
-                (p.namespace, p.experiment, p.cluster or ""): (
-                    p.launcher or "",
-                    p.label or "",
-                    p.seen,
-                )
-                for p in self._iter_pods_with_experiment(rows)
-            }
+            # Experiments from the merged rows, not the views: a view without a cluster or an
+            # experiment leaves the pod's own, and the span is every pod's, min to max.
+            merged: list[tuple[Any, ...]] = []
+            for chunk in _chunks([row[0] for row in rows]):
+                marks = ",".join("?" * len(chunk))
+                merged += self._db.execute(
+                    "SELECT namespace, experiment, coalesce(cluster, ''), "
+                    "coalesce(max(launcher), ''), coalesce(max(label), ''), min(first_seen), "
+                    f"max(last_seen) FROM pods WHERE uid IN ({marks}) AND experiment IS NOT NULL "
+                    "GROUP BY 1, 2, 3",
+                    chunk,
+                ).fetchall()
             self._db.executemany(
                 "INSERT INTO experiments (namespace, name, cluster, launcher, label, first_seen, "
                 "last_seen) VALUES (?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (name, namespace, cluster) DO UPDATE SET "
                 "first_seen = min(first_seen, excluded.first_seen), "
                 "last_seen = max(last_seen, excluded.last_seen)",
-                [
-                    (ns, name, cluster, launcher, label, seen, seen)
-                    for (ns, name, cluster), (launcher, label, seen) in experiments.items()
-                ],
+                merged,
             )
-
-    @staticmethod
-    def _iter_pods_with_experiment(rows: list[tuple[Any, ...]]) -> Iterator[PodRecord]:
-        for row in rows:
-            if row[3]:
-                yield PodRecord(
-                    uid=row[0],
-                    namespace=row[1],
-                    name=row[2],
-                    experiment=row[3],
-                    launcher=row[4],
-                    label=row[5],
-                    seen=row[14],
-                    cluster=row[16],
-                )
 
     def quarantine(
         self, origin: str, reason: str, body: bytes | None, fmt: str | None = None
@@ -594,19 +593,27 @@ class SqliteIndex:
         return out
 
     def bindings(
-        self, kind: str, *, subjects: Iterable[str] = (), objects: Iterable[str] = ()
+        self,
+        kind: str,
+        *,
+        subjects: Iterable[str] = (),
+        objects: Iterable[str] = (),
+        cluster: str | None = None,
     ) -> list[Binding]:
         out: list[Binding] = []
+        mine = "" if cluster is None else " AND cluster IN ('', ?)"
         for column, values in (("subject", subjects), ("object", objects)):
             for chunk in _chunks(sorted(set(values))):
                 marks = ",".join("?" * len(chunk))
                 rows = self._db.execute(
-                    "SELECT kind, subject, object, first_ts, last_ts, attrs FROM bindings "
-                    f"WHERE kind = ? AND {column} IN ({marks})",
-                    [kind, *chunk],
+                    "SELECT kind, subject, object, first_ts, last_ts, attrs, cluster "
+                    f"FROM bindings WHERE kind = ? AND {column} IN ({marks}){mine}",
+                    [kind, *chunk, *([] if cluster is None else [cluster])],
                 )
                 out.extend(
-                    Binding(r[0], r[1], r[2], r[3], r[4], orjson.loads(r[5]) if r[5] else None)
+                    Binding(
+                        r[0], r[1], r[2], r[3], r[4], orjson.loads(r[5]) if r[5] else None, r[6]
+                    )
                     for r in rows
                 )
         return out
@@ -645,8 +652,10 @@ class SqliteIndex:
         return out
 
     def last_seq(self) -> int:
-        """The insertion number of the newest record (0 when empty)."""
-        return int(self._db.execute("SELECT coalesce(max(seq), 0) FROM evidence").fetchone()[0])
+        """The highest insertion number given (0 when none): the newest record's, or the one
+        retention last dropped (kept as `evidence.seq`, so the counter never goes down)."""
+        newest = int(self._db.execute("SELECT coalesce(max(seq), 0) FROM evidence").fetchone()[0])
+        return max(newest, int(self.checkpoint(_SEQ_MARK) or 0))
 
     def hours_written_after(self, seq: int) -> set[int]:
         """The hours (ts // 3,600,000) of the records inserted after `seq`: what they touch."""
@@ -696,6 +705,7 @@ class SqliteIndex:
             if not rows:
                 return 0
             seqs = [row[0] for row in rows]
+            self.set_checkpoint(_SEQ_MARK, str(self.last_seq()))  # it may be the newest row
             indexed = int(self.checkpoint("search.seq") or 0)
             for chunk in _chunks(seqs):
                 marks = ",".join("?" * len(chunk))

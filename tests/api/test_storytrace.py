@@ -97,6 +97,27 @@ def test_the_trace_route_serves_the_same_story(api: Api, world: World) -> None:
     assert hidden.status_code == 404
 
 
+def test_the_story_stays_its_own_trace_while_whyjob_traces_itself(
+    api: Api, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With self-tracing on, the API request has a span of its own; the story must not become
+    # its child (a random trace id and a parent missing from the export).
+    from whyjob.core import telemetry
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    namespace, name = world.a
+    try:
+        body = api.get(f"/api/v1/experiments/{namespace}/{name}/trace", "team-a").content
+    finally:
+        telemetry.shutdown()
+    spans = _spans(ExportTraceServiceRequest.FromString(body))
+    with SqliteIndex(world.index, readonly=True) as index:
+        want = trace_id_of(explain_experiment(index, load_rules(), name, namespace))
+    assert {s.trace_id for s in spans} == {want.to_bytes(16, "big")}
+    ids = {s.span_id for s in spans}
+    assert [s for s in spans if s.parent_span_id and s.parent_span_id not in ids] == []
+
+
 def test_whyjob_traces_itself_when_the_otel_environment_says_where(
     world: World, receiver: tuple[str, list[tuple[str, bytes]]], tmp_path: Any
 ) -> None:

@@ -132,3 +132,41 @@ def test_the_section_is_checked(tmp_path: Path) -> None:
         load_collect_config(config)
     config.write_text("collectors:\n  kubernetes: {}\n")
     assert load_collect_config(config).mark_nodes is None  # off unless asked for
+
+
+def test_a_taint_left_after_its_label_was_taken_off_is_still_ours(index: SqliteIndex) -> None:
+    with KubeAPI() as api:
+        starts = _world(index, api)
+        clock = [NOW]
+        loop = _loop(index.path, api, clock)
+        assert loop.once() == ["marked gpu-node-1"]
+        node = api.get("nodes", None, "gpu-node-1")
+        assert node is not None
+        del node["metadata"]["labels"][LABEL]  # someone took the label off by hand
+        api.update("nodes", node)
+        clock[0] = starts + 121 * MINUTE
+        assert loop.once() == ["unmarked gpu-node-1"]
+        node = api.get("nodes", None, "gpu-node-1")
+        assert node is not None and _taints(node) == [GPU_TAINT]
+
+
+def test_one_node_refused_holds_up_no_other(index: SqliteIndex) -> None:
+    with KubeAPI() as api:
+        _world(index, api)
+        index.write(
+            [Evidence(evidence_id("aws.ec2", "i-2", "reboot"), NOW + 20 * MINUTE, "aws.ec2",
+                      "maintenance.scheduled", "EC2 system-reboot scheduled for i-2",
+                      ts_end=NOW + 80 * MINUTE, node="gpu-node-2",
+                      attrs={"provider": "aws", "code": "system-reboot", "state": "scheduled"})]
+        )  # fmt: skip
+        loop = _loop(index.path, api, [NOW])
+        core = loop.marker._core
+        patch = core.patch_node
+
+        def refuse_the_first(name: str, body: Any, **kwargs: Any) -> Any:
+            if name == "gpu-node-1":
+                raise k8s.ApiException(status=403, reason="Forbidden")
+            return patch(name, body, **kwargs)
+
+        core.patch_node = refuse_the_first  # type: ignore[method-assign]
+        assert loop.once() == ["gpu-node-1: not changed: 403 Forbidden", "marked gpu-node-2"]

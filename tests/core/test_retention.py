@@ -75,18 +75,47 @@ def test_expired_records_go_with_their_raw_bodies_and_search_entries(
 
 
 def test_over_the_size_the_shortest_kept_kinds_go_first(aged: SqliteIndex, tmp_path: Path) -> None:
-    before = aged.used_bytes()
+    before, records = aged.used_bytes(), sum(aged.kinds().values())
     policy = _policy(
         tmp_path,
         f"retention:\n  kinds:\n    log.progress: 60d\n    container.terminated: 365d\n"
         f"  max_size: {before // 2}\n  batch: 100\n",
     )
     done = prune(aged, policy, NOW)
-    assert aged.used_bytes() <= before // 2
-    assert set(done.by_size) == {"log.progress"} and not done.by_age
-    assert aged.kinds()["container.terminated"] == 40 * 5
+    # One round drops what the excess takes at the average record size, not more.
+    assert done.by_size == {"log.progress": -(-(before - before // 2) * records // before)}
+    assert not done.by_age
     left = aged.get([evidence_id("t", "log.progress", f"{d}/0") for d in range(40)])
     assert left and min(ev.ts for ev in left) > NOW - 40 * DAY  # the oldest went first
+    rounds = 1
+    while aged.used_bytes() > before // 2 and rounds < 10:  # freed pages show round by round
+        prune(aged, policy, NOW)
+        rounds += 1
+    assert aged.used_bytes() <= before // 2
+    assert aged.kinds()["container.terminated"] == 40 * 5
+
+
+def test_a_little_over_the_size_drops_a_little(tmp_path: Path) -> None:
+    # Kinds written interleaved share pages, so dropping one frees no page at once: a loop
+    # until the size fell would drop every record of every kind that expires.
+    with SqliteIndex(tmp_path / "mixed.sqlite") as index:
+        index.write(
+            Evidence(evidence_id("t", str(n)), NOW - DAY + n, "t",
+                     "metric.sample" if n % 2 else "container.terminated", "x" * 300, raw=b"y" * 300)
+            for n in range(20_000)
+        )  # fmt: skip
+        used = index.used_bytes()
+        limit = used * 9 // 10  # a tenth over
+        policy = Policy(
+            kinds=(("metric.", 3 * DAY), ("container.", 90 * DAY)),
+            max_bytes=limit,
+            batch=1000,
+            configured=True,
+        )
+        done = prune(index, policy, NOW)
+        dropped = -(-(used - limit) * 20_000 // used)
+        assert done.by_size == {"metric.sample": dropped} and dropped <= 2001
+        assert index.kinds() == {"container.terminated": 10_000, "metric.sample": 10_000 - dropped}
 
 
 def _pages(path: Path) -> int:

@@ -66,3 +66,17 @@ def test_bad_config_names_the_file_and_the_problem(tmp_path: Path, text: str, me
 def test_missing_explicit_config_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such config file"):
         load_settings(tmp_path / "nope.yaml", environ={})
+
+
+def test_the_es_url_from_the_environment_keeps_the_files_credentials(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "index:\n  backend: elasticsearch\n  urls: [https://es-0:9200]\n  username: whyjob\n"
+        "  password: from-file\n  ca_certs: ca.pem\n  prefix: gpu\n"
+    )
+    env = {"WHYJOB_ES_URL": "https://es-a:9200,https://es-b:9200", "WHYJOB_ES_PASSWORD": "env"}
+    elastic = load_settings(config, environ=env).elastic
+    assert elastic is not None
+    assert elastic.urls == ["https://es-a:9200", "https://es-b:9200"]
+    assert (elastic.username, elastic.password, elastic.prefix) == ("whyjob", "env", "gpu")
+    assert elastic.ca_certs == tmp_path / "ca.pem"

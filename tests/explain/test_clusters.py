@@ -92,6 +92,14 @@ def test_a_record_of_two_clusters_is_two_records(twins: Twins, tmp_path: Path) -
         assert two.counts()["evidence"] == 2 * one.counts()["evidence"]
         Ingestor(two, IngestOptions(cluster="us-east")).ingest([bundle])  # again: nothing new
         assert two.counts()["evidence"] == 2 * one.counts()["evidence"]
+        # A node of one name in two clusters is two nodes: each its own instance binding.
+        assert two.counts()["bindings"] == 2 * one.counts()["bindings"]
+        node = next(iter(one.node_spans(0, 2**62)))
+        every = two.bindings("node.instance", subjects=[node])
+        assert sorted(b.cluster or "" for b in every) == sorted(CLUSTERS)
+        (mine,) = two.bindings("node.instance", subjects=[node], cluster="eu-west")
+        assert mine.cluster == "eu-west"
+        assert two.bindings("node.instance", subjects=[node], cluster="") == []
 
 
 def test_the_cli_and_the_api_ask_which_cluster(twins: Twins) -> None:
@@ -131,3 +139,54 @@ def test_each_clusters_collector_keeps_its_own_resume_points(tmp_path: Path) -> 
             assert done.wait(10)
             writer.stop()
         assert index.checkpoints() == {"us-east|k8s/pods": "rv-100", "k8s/pods": "rv-7"}
+
+
+def test_the_fleet_tells_two_clusters_nodes_of_one_name_apart(twins: Twins, tmp_path: Path) -> None:
+    import re
+    import shutil
+    import uuid
+
+    from whyjob.explain.fleet import build_fleet, fleet_window
+    from whyjob.explain.nodehistory import node_history
+    from whyjob.explain.preflight import node_records
+
+    # The same incident in a second cluster whose nodes are named as the first's: its pods and
+    # GPUs are its own (new UUIDs), the node names are not.
+    rules = load_rules()
+    bundle = twins.path.parent / "us-east"
+    copy = tmp_path / "eu-west"
+    shutil.copytree(bundle, copy)
+    uuids = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+    def other(text: str) -> str:
+        return uuids.sub(lambda m: str(uuid.uuid5(uuid.NAMESPACE_OID, m[0])), text)
+
+    for path in sorted(copy.rglob("*"), key=lambda p: -len(p.parts)):  # deepest first
+        if path.is_file():
+            path.write_text(
+                other(path.read_text(errors="surrogateescape")), errors="surrogateescape"
+            )
+        path.rename(path.with_name(other(path.name)))  # /var/log/pods/NS_POD_UID/
+    with SqliteIndex(tmp_path / "one.sqlite") as one, SqliteIndex(tmp_path / "two.sqlite") as two:
+        Ingestor(one, IngestOptions()).ingest([str(bundle)])
+        for cluster, files in zip(CLUSTERS, (bundle, copy), strict=True):
+            Ingestor(two, IngestOptions(cluster=cluster)).ingest([str(files)])
+        since, until = fleet_window(one, "365d", None)
+        alone = build_fleet(one, rules, since=since, until=until)
+        both = build_fleet(two, rules, since=since, until=until)
+        worst = alone.nodes[0]
+        assert "@" not in worst.node and worst.by_cause["gpu.xid"] >= 1
+        twins_of_worst = [n for n in both.nodes if n.node.split("@")[0] == worst.node]
+        assert sorted(n.node for n in twins_of_worst) == sorted(
+            f"{worst.node}@{c}" for c in CLUSTERS
+        )
+        # Each is the one machine it was, not the two added up.
+        assert all(
+            n.by_cause == worst.by_cause and n.faults == worst.faults for n in twins_of_worst
+        )
+        history = node_history(two, rules, both, f"{worst.node}@eu-west")
+        assert history.entries and history.health.node == f"{worst.node}@eu-west"
+        cited = two.get([parse_id(e.evidence) for e in history.entries if e.evidence])
+        assert cited and {r.cluster for r in cited} <= {"eu-west", None}
+        records = node_records(two, f"{worst.node}@us-east", since, until)
+        assert records and {r.cluster for r in records} <= {"us-east", None}

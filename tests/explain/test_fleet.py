@@ -103,6 +103,7 @@ def fleet_index(index: SqliteIndex) -> SqliteIndex:
                 attrs={"restart": 0, "exit_code": 3, "reason": "Error", "init": True})
         ]
     )  # fmt: skip
+    index.bind([Binding("pod.gpu", "ml/gpt-e-worker-0", GPU, T0, T0 + HOUR)])
     return index
 
 
@@ -151,6 +152,8 @@ def test_failed_health_checks_are_tied_to_the_job_they_held_up(fleet_index: Sqli
     assert (failure.experiment, failure.node, failure.container) == ("gpt-e", "gpu-c", "gpu-check")
     assert "exit code 3" in failure.reason
     assert fleet.node("gpu-c").init_failures == 1  # type: ignore[union-attr]
+    assert failure.gpus == [GPU]  # the GPU the check held, from the pod's binding
+    assert [(g.gpu, g.init_failures) for g in fleet.gpus if g.init_failures] == [(GPU, 1)]
 
 
 def test_other_teams_are_counted_never_named(fleet_index: SqliteIndex) -> None:
@@ -187,3 +190,42 @@ def test_the_parts_are_kept_and_only_what_changed_is_explained_again(
     # A read-only index answers the same, without keeping anything.
     with SqliteIndex(fleet_index.path, readonly=True) as reader:
         assert len(_build(reader).runs) == len(again.runs)
+
+
+def test_a_record_read_late_inside_a_pods_life_renews_its_part(index: SqliteIndex) -> None:
+    # A pod created long before it was first seen (a bundle captured after the fact): its
+    # explanation reads from its creation, so a record that arrives later from then counts.
+    uid, pod, node = "uid-late", "late-worker-0", "gpu-l"
+    index.upsert_pods([PodRecord(uid, "ml", pod, seen=T0 + 20 * HOUR, experiment="late",
+                                 launcher="PyTorchJob", rank="worker-0", node=node, created=T0,
+                                 phase="Failed", gpus=8)])  # fmt: skip
+    scope = {"namespace": "ml", "pod": pod, "pod_uid": uid, "container": "pytorch", "node": node}
+
+    def failed(restart: int, start: int, end: int) -> list[Evidence]:
+        return [
+            _ev(f"{uid}/{restart}/r", start, "k8s.pod", "container.running",
+                "Container pytorch running", attrs={"restart": restart}, **scope),
+            _ev(f"{uid}/{restart}/t", end, "k8s.pod", "container.terminated",
+                "Container pytorch terminated: Error, exit code 1",
+                attrs={"restart": restart, "exit_code": 1, "reason": "Error", "started": start},
+                **scope),
+        ]  # fmt: skip
+
+    index.write(failed(1, T0 + 2 * HOUR, T0 + 20 * HOUR))
+    assert len(_build(index).runs) == 1
+    index.write(failed(0, T0, T0 + HOUR))  # an older file, ingested later
+    assert len(_build(index).runs) == 2
+
+
+def test_the_window_ends_at_the_callers_newest_run_not_another_teams(
+    fleet_index: SqliteIndex,
+) -> None:
+    from whyjob.explain.fleet import fleet_window
+
+    ours = max(r.last_seen for r in fleet_index.experiments() if r.namespace == "ml")
+    fleet_index.upsert_pods(
+        [PodRecord("uid-late-other", "other-team", "x-0", seen=ours + DAY, experiment="x")]
+    )
+    assert fleet_window(fleet_index, "1d", None) == (ours, ours + DAY)
+    mine = fleet_window(fleet_index, "1d", None, readable=lambda ns: ns == "ml")
+    assert mine == (ours - DAY, ours)

@@ -118,6 +118,17 @@ def test_spot_notices_and_notready_are_unsafe_while_recent(node_index: SqliteInd
     assert _verdict(node_index, lookback_ms=HOUR) == ("unsafe", ["notice.spot"])
 
 
+def test_a_notice_seen_again_keeps_its_first_time(node_index: SqliteIndex) -> None:
+    # The poller sees the same spot notice every round: one notice, told as first given, so
+    # what is derived from it (a node's mark) does not change every round.
+    for n, minutes in ((13, 40), (14, 20), (15, 5)):
+        node_index.write([_ev(n, "spot.interruption", NOW - minutes * 60_000, "Spot ITN received", instance_id=INSTANCE)])  # fmt: skip
+    (spot,) = [
+        c for c in preflight(node_index, RULES, NODE, now=NOW).checks if c.code == "notice.spot"
+    ]
+    assert (spot.at, spot.count) == (NOW - 40 * 60_000, 3)
+
+
 def test_another_teams_pod_records_on_the_node_are_never_read(node_index: SqliteIndex) -> None:
     node_index.write([_ev(12, "gpu.xid", NOW - HOUR, "Xid 79 seen by team B's pod", node=NODE,
                           namespace="team-b", attrs={"xid": 79})])  # fmt: skip

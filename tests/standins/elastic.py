@@ -1,5 +1,5 @@
 """A local stand-in for Elasticsearch's REST API: exactly the calls whyjob's backend makes, with
-the real servers' response shapes, headers and errors, for the official `elasticsearch` client.
+the real servers' response shapes, headers, limits and errors, for the official client.
 
 No Elasticsearch or OpenSearch server installs from the package registries this project can
 reach, so CI runs the index contract against this. What it does like the real thing:
@@ -10,22 +10,35 @@ reach, so CI runs the index contract against this. What it does like the real th
 - `_bulk` takes NDJSON `create`/`index`/`delete` actions and answers per item (201, 200, 409
   `version_conflict_engine_exception` for a `create` of a known `_id` or a stale
   `if_seq_no`/`if_primary_term`), with `errors` set when any item failed; `throttle(n)` makes the
-  next n bulk requests answer 429 `es_rejected_execution_exception`;
+  next n bulk requests answer 429 `es_rejected_execution_exception`, `throttle_items(n)` the
+  next n items of bulks (the rest of the request is applied);
+- `dynamic: strict` mappings are enforced (an unmapped field is a 400
+  `strict_dynamic_mapping_exception`), numbers and dates must parse, and a `keyword` or
+  `flattened` value over 32,766 UTF-8 bytes is an immense term (400), item by item;
+- a request body over `http.max_content_length` (100 MB unless given) is a 413 with an empty
+  body, as Netty answers it; `from + size` over `index.max_result_window` (10,000) is a 400;
 - writes become searchable at a refresh (`_refresh`, or `?refresh=true|wait_for`), as near-real-
   time search does; `GET _doc` and `_mget` are realtime;
 - `_search` with `bool` (`filter`, `must`, `must_not`, `should`), `term`, `terms`, `range`,
-  `exists`, `prefix`, `ids`, `simple_query_string` (words, `"phrases"`, `+`/`|`/`-`), `sort`,
-  `size`, `search_after`, and `min`/`max`/`terms` aggregations; point-in-time ids from `_pit`,
-  which expire (`expire_pits()` makes them answer 404 `search_context_missing_exception`);
-- `_count`, `_delete_by_query`, index templates and index creation (400
-  `resource_already_exists_exception`), `_cat/indices`-free size through `_stats`.
+  `exists`, `prefix`, `ids`, `simple_query_string` (words, `"phrases"`, `+`/`|`/`-`), `sort`
+  (missing values last in either order), `from`, `size`, `search_after`, and `min`/`max`
+  (doubles, with `value_as_string` on dates) and `terms` aggregations; point-in-time ids from
+  `_pit`, whose searches sort by an implicit `_shard_doc` tiebreaker last and which expire
+  (`expire_pits()` makes them answer 404 `search_context_missing_exception`); a terms query
+  of more than `index.max_terms_count` (65,536) values is a 400;
+- `_count`, `_delete_by_query`, index templates, index creation (400
+  `resource_already_exists_exception`), `GET`/`PUT _mapping` (new fields only), and `_stats`
+  whose `store.size_in_bytes` keeps deleted and overwritten documents (`docs.deleted`) until
+  segments merge (`force_merge()`).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
+import socket
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
@@ -61,16 +74,42 @@ class _Index:
         self.docs: dict[str, tuple[Doc, int]] = {}  # realtime: _id -> (_source, seq_no)
         self.visible: dict[str, tuple[Doc, int]] = {}  # as of the last refresh
         self.uuid = uuid.uuid4().hex[:22]
+        # Deleted or overwritten documents stay in their segments until a merge: counted in
+        # docs.deleted and in the store size.
+        self.deleted = 0
+        self.deleted_bytes = 0
+
+    def forget(self, doc_id: str) -> None:
+        """A document deleted or replaced: live no more, its bytes held until a merge."""
+        held = self.docs.pop(doc_id, None)
+        if held is not None:
+            self.deleted += 1
+            self.deleted_bytes += _size(held[0])
+
+    @property
+    def properties(self) -> Doc:
+        found = self.mappings.get("properties")
+        return found if isinstance(found, dict) else {}
 
 
 class ElasticStandin:
-    def __init__(self, *, api_key: str | None = None, read_only_key: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        read_only_key: str | None = None,
+        max_content_length: int = 100 * 1024 * 1024,
+    ) -> None:
         self.api_key, self.read_only_key = api_key, read_only_key
+        self.max_content_length = max_content_length  # http.max_content_length
+        self.too_large = 0  # requests answered 413
         self.indices: dict[str, _Index] = {}
         self.templates: dict[str, Doc] = {}
         self.pits: dict[str, tuple[str, dict[str, tuple[Doc, int]]]] = {}
         self.requests: list[tuple[str, str]] = []
+        self._connections: set[socket.socket] = set()
         self._throttle = 0
+        self._item_throttle = 0
         self._seq = 0
         self._lock = threading.RLock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -86,6 +125,14 @@ class ElasticStandin:
         self._server.shutdown()
         self._server.server_close()
 
+    def crash(self) -> None:
+        """The node goes away: it stops listening and drops every open connection."""
+        self.__exit__()
+        with self._lock:
+            for connection in self._connections:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -94,6 +141,18 @@ class ElasticStandin:
         """The next `n` bulk requests answer 429, as a node whose write queue is full does."""
         with self._lock:
             self._throttle = n
+
+    def throttle_items(self, n: int) -> None:
+        """The next `n` items of bulk requests answer 429 (a shard's write queue full) while the
+        rest of their requests are applied."""
+        with self._lock:
+            self._item_throttle = n
+
+    def force_merge(self) -> None:
+        """Segments merge: the space of deleted documents is given back."""
+        with self._lock:
+            for index in self.indices.values():
+                index.deleted = index.deleted_bytes = 0
 
     def expire_pits(self) -> None:
         """Every open point in time lapses (its keep_alive ran out)."""
@@ -108,6 +167,16 @@ class ElasticStandin:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def setup(self) -> None:
+                super().setup()
+                with standin._lock:
+                    standin._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with standin._lock:
+                    standin._connections.discard(self.connection)
+                super().finish()
+
             def _answer(self) -> None:
                 url = urlsplit(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
@@ -115,6 +184,17 @@ class ElasticStandin:
                 body = self.rfile.read(length) if length else b""
                 with standin._lock:
                     standin.requests.append((self.command, url.path))
+                if length > standin.max_content_length:
+                    # Netty's aggregator answers before any handler: no body, no product
+                    # header, and the connection is closed.
+                    with standin._lock:
+                        standin.too_large += 1
+                    self.send_response(413)
+                    self.send_header("Content-Length", "0")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.close_connection = True
+                    return
                 status, doc = standin._serve(
                     self.command, url.path, query, body, dict(self.headers)
                 )
@@ -200,8 +280,17 @@ class ElasticStandin:
                 if method == "HEAD":
                     return (200 if name in self.indices else 404), {}
                 if method == "DELETE":
-                    self.indices.pop(name, None)
+                    if self.indices.pop(name, None) is None:
+                        return _error(
+                            404,
+                            "index_not_found_exception",
+                            f"no such index [{name}]",
+                            index=name,
+                            **{"resource.type": "index_or_alias", "resource.id": name},
+                        )
                     return 200, {"acknowledged": True}
+            if parts[1:2] == ["_mapping"] and method == "GET":
+                return self._get_mappings(name, query)
             if parts[1:2] == ["_refresh"]:  # a comma-separated list of indices, as the API takes
                 missing = [n for n in name.split(",") if n not in self.indices]
                 if missing:
@@ -224,6 +313,8 @@ class ElasticStandin:
                     **{"resource.type": "index_or_alias", "resource.id": name},
                 )
             action = parts[1]
+            if action == "_mapping" and method == "PUT":
+                return self._put_mapping(index, json.loads(body or b"{}"))
             if action == "_refresh":
                 index.visible = dict(index.docs)
                 return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}
@@ -251,7 +342,7 @@ class ElasticStandin:
             if action == "_delete_by_query":
                 gone = self._matching(index.visible, json.loads(body).get("query"))
                 for doc_id, _ in gone:
-                    index.docs.pop(doc_id, None)
+                    index.forget(doc_id)
                     index.visible.pop(doc_id, None)
                 return 200, {
                     "took": 1,
@@ -264,14 +355,20 @@ class ElasticStandin:
                     "failures": [],
                 }
             if action == "_stats":
-                size = sum(len(json.dumps(src)) for src, _ in index.docs.values())
+                # As Lucene counts: deleted documents keep their bytes until a merge.
+                size = sum(_size(src) for src, _ in index.docs.values()) + index.deleted_bytes
+                stats = {
+                    "docs": {"count": len(index.docs), "deleted": index.deleted},
+                    "store": {
+                        "size_in_bytes": size,
+                        "total_data_set_size_in_bytes": size,
+                        "reserved_in_bytes": 0,
+                    },
+                }
                 return 200, {
-                    "_all": {
-                        "primaries": {
-                            "docs": {"count": len(index.docs)},
-                            "store": {"size_in_bytes": size},
-                        }
-                    }
+                    "_shards": {"total": 1, "successful": 1, "failed": 0},
+                    "_all": {"primaries": stats, "total": stats},
+                    "indices": {name: {"uuid": index.uuid, "primaries": stats, "total": stats}},
                 }
         return _error(
             400,
@@ -295,6 +392,39 @@ class ElasticStandin:
                 mappings = template.get("template", {}).get("mappings") or mappings
         self.indices[name] = _Index(name, mappings)
         return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
+
+    def _get_mappings(self, names: str, query: Mapping[str, str]) -> tuple[int, Doc]:
+        out: Doc = {}
+        for name in names.split(","):
+            index = self.indices.get(name)
+            if index is None:
+                if query.get("ignore_unavailable") == "true":
+                    continue
+                return _error(
+                    404,
+                    "index_not_found_exception",
+                    f"no such index [{name}]",
+                    index=name,
+                    **{"resource.type": "index_or_alias", "resource.id": name},
+                )
+            out[name] = {"mappings": index.mappings}
+        return 200, out
+
+    def _put_mapping(self, index: _Index, spec: Doc) -> tuple[int, Doc]:
+        """New fields are added; a field's type cannot change (400, as the real one refuses)."""
+        held = index.properties
+        for field, mapping in (spec.get("properties") or {}).items():
+            if field in held and held[field].get("type") != mapping.get("type"):
+                return _error(
+                    400,
+                    "illegal_argument_exception",
+                    f"mapper [{field}] cannot be changed from type [{held[field].get('type')}] to [{mapping.get('type')}]",
+                )
+        index.mappings = {
+            **index.mappings,
+            "properties": {**held, **(spec.get("properties") or {})},
+        }
+        return 200, {"acknowledged": True}
 
     def _doc_answer(self, index: _Index, doc_id: str) -> Doc:
         held = index.docs.get(doc_id)
@@ -346,6 +476,21 @@ class ElasticStandin:
         index = self.indices[name]
         held = index.docs.get(doc_id)
         answer: Doc = {"_index": name, "_id": doc_id, "_version": 1, "_primary_term": 1}
+        if self._item_throttle > 0:
+            self._item_throttle -= 1
+            return {
+                "_index": name,
+                "_id": doc_id,
+                "status": 429,
+                "error": {
+                    "type": "es_rejected_execution_exception",
+                    "reason": "rejected execution of primary operation [coordinating_and_primary_bytes=0, replica_bytes=0, all_bytes=0, primary_operation_bytes=1048576, max_coordinating_and_primary_bytes=10485760]",
+                },
+            }
+        if source is not None:
+            refused = _refusal(index, doc_id, source)
+            if refused is not None:
+                return {"_index": name, "_id": doc_id, "status": 400, "error": refused}
         conflict = None
         if op == "create" and held is not None:
             conflict = (
@@ -367,13 +512,14 @@ class ElasticStandin:
                 },
             }
         if op == "delete":
-            index.docs.pop(doc_id, None)
+            index.forget(doc_id)
             return {
                 **answer,
                 "result": "deleted" if held else "not_found",
                 "status": 200 if held else 404,
             }
         self._seq += 1
+        index.forget(doc_id)  # an overwrite leaves the old version deleted in its segment
         index.docs[doc_id] = (source or {}, self._seq)
         return {
             **answer,
@@ -388,6 +534,8 @@ class ElasticStandin:
         self, index: _Index | None, request: Doc, query: Mapping[str, str]
     ) -> tuple[int, Doc]:
         pit = request.get("pit")
+        mappings: Doc = index.properties if index is not None else {}
+        index_name = index.name if index is not None else ""
         if pit is not None:
             held = self.pits.get(pit.get("id"))
             if held is None:
@@ -401,44 +549,56 @@ class ElasticStandin:
                         "reason": "No search context found for id [42]",
                     },
                 )
-            docs = held[1]
+            docs, index_name = held[1], held[0]
+            if held[0] in self.indices:
+                mappings = self.indices[held[0]].properties
         elif index is not None:
             docs = index.visible
         else:
             return _error(
                 400, "illegal_argument_exception", "a search needs an index or a point in time"
             )
-        hits = self._matching(docs, request.get("query"))
-        sort = request.get("sort") or []
-        keys = [
-            (
-                next(iter(s)) if isinstance(s, dict) else s,
-                (next(iter(s.values())) if isinstance(s, dict) else "asc"),
+        start = int(request.get("from", query.get("from", 0)))
+        size = int(request.get("size", query.get("size", 10)))
+        if start + size > _MAX_RESULT_WINDOW:
+            return _window_too_large(start + size, index_name)
+        terms = _most_terms(request.get("query"))
+        if terms > _MAX_TERMS_COUNT:
+            return _error(
+                400,
+                "illegal_argument_exception",
+                f"The number of terms [{terms}] used in the Terms Query request has exceeded the allowed maximum of [{_MAX_TERMS_COUNT}]. This maximum can be set by changing the [index.max_terms_count] index level setting.",
             )
-            for s in sort
-        ]
-        keys = [
-            (field, order.get("order", "asc") if isinstance(order, dict) else order)
-            for field, order in keys
-        ]
+        hits = self._matching(docs, request.get("query"))
+        keys: list[tuple[str, str]] = []
+        for spec in request.get("sort") or []:
+            field, order = next(iter(spec.items())) if isinstance(spec, dict) else (spec, "asc")
+            keys.append((field, order.get("order", "asc") if isinstance(order, dict) else order))
+        if pit is not None and keys and "_shard_doc" not in {f for f, _ in keys}:
+            keys.append(("_shard_doc", "asc"))  # a point in time's implicit tiebreaker
 
-        def sort_values(hit: tuple[str, tuple[Doc, int]]) -> list[Any]:
-            out = []
-            for field, _ in keys:
-                out.append(hit[0] if field == "_id" else hit[1][0].get(field))
-            return out
+        def value(hit: tuple[str, tuple[Doc, int]], field: str) -> Any:
+            if field == "_id":
+                return hit[0]
+            if field == "_shard_doc":
+                return hit[1][1]  # unique per document, as (shard, Lucene doc id) is
+            return hit[1][0].get(field)
 
+        # One stable pass per key, last key first; missing values sort last either way.
         for field, order in reversed(keys):
-            hits.sort(
-                key=lambda h, f=field: _sortable(h[0] if f == "_id" else h[1][0].get(f)),
+            present = [(value(h, field), h) for h in hits]
+            ordered = sorted(
+                (pair for pair in present if pair[0] is not None),
+                key=lambda pair: pair[0],
                 reverse=order == "desc",
             )
+            hits = [h for _, h in ordered] + [h for v, h in present if v is None]
         after = request.get("search_after")
         if after is not None:
-            hits = [h for h in hits if _after(sort_values(h), after, [o for _, o in keys])]
+            orders = [o for _, o in keys]
+            hits = [h for h in hits if _after([value(h, f) for f, _ in keys], after, orders)]
         total = len(hits)
-        size = int(request.get("size", query.get("size", 10)))
-        page = hits[:size]
+        page = hits[start : start + size]
         answer: Doc = {
             "took": 2,
             "timed_out": False,
@@ -448,13 +608,13 @@ class ElasticStandin:
                 "max_score": None,
                 "hits": [
                     {
-                        "_index": index.name if index else "pit",
-                        "_id": doc_id,
+                        "_index": index_name,
+                        "_id": hit[0],
                         "_score": None,
-                        "_source": src,
-                        **({"sort": sort_values((doc_id, (src, seq)))} if keys else {}),
+                        "_source": hit[1][0],
+                        **({"sort": [value(hit, f) for f, _ in keys]} if keys else {}),
                     }
-                    for doc_id, (src, seq) in page
+                    for hit in page
                 ],
             },
         }
@@ -462,18 +622,23 @@ class ElasticStandin:
             answer["pit_id"] = pit["id"]
         if "aggs" in request or "aggregations" in request:
             answer["aggregations"] = self._aggregate(
-                request.get("aggs") or request["aggregations"], hits
+                request.get("aggs") or request["aggregations"], hits, mappings
             )
         return 200, answer
 
-    def _aggregate(self, aggs: Doc, hits: list[tuple[str, tuple[Doc, int]]]) -> Doc:
+    def _aggregate(self, aggs: Doc, hits: list[tuple[str, tuple[Doc, int]]], mappings: Doc) -> Doc:
         out: Doc = {}
         for name, spec in aggs.items():
             ((kind, params),) = ((k, v) for k, v in spec.items() if k != "aggs")
             values = [h[1][0].get(params["field"]) for h in hits]
             present = [v for v in values if v is not None]
             if kind in ("min", "max"):
-                out[name] = {"value": (min if kind == "min" else max)(present) if present else None}
+                # Computed in doubles, as Lucene does: a long past 2**53 comes back rounded.
+                found = float((min if kind == "min" else max)(present)) if present else None
+                metric: Doc = {"value": found}
+                if found is not None and mappings.get(params["field"], {}).get("type") == "date":
+                    metric["value_as_string"] = str(int(found))  # epoch_millis
+                out[name] = metric
             elif kind == "terms":
                 counts: dict[Any, int] = {}
                 for v in present:
@@ -486,7 +651,7 @@ class ElasticStandin:
                     bucket: Doc = {"key": key, "doc_count": count}
                     if "aggs" in spec:
                         subset = [h for h in hits if h[1][0].get(params["field"]) == key]
-                        bucket.update(self._aggregate(spec["aggs"], subset))
+                        bucket.update(self._aggregate(spec["aggs"], subset, mappings))
                     buckets.append(bucket)
                 out[name] = {
                     "doc_count_error_upper_bound": 0,
@@ -501,8 +666,124 @@ class ElasticStandin:
         return [(doc_id, held) for doc_id, held in docs.items() if _matches(doc_id, held[0], query)]
 
 
-def _sortable(value: Any) -> tuple[int, Any]:
-    return (1, "") if value is None else (0, value)
+_MAX_RESULT_WINDOW = 10_000  # index.max_result_window
+_MAX_TERM_BYTES = 32_766  # Lucene's longest term
+_MAX_TERMS_COUNT = 65_536  # index.max_terms_count: values in one terms query
+
+
+def _most_terms(query: Any) -> int:
+    """The longest value list of any terms query in `query`."""
+    if isinstance(query, list):
+        return max((_most_terms(q) for q in query), default=0)
+    if not isinstance(query, dict):
+        return 0
+    here = 0
+    if isinstance(query.get("terms"), dict):
+        here = max((len(v) for v in query["terms"].values() if isinstance(v, list)), default=0)
+    return max([here, *(_most_terms(v) for k, v in query.items() if k != "terms")])
+
+
+def _size(src: Doc) -> int:
+    return len(json.dumps(src))
+
+
+def _window_too_large(asked: int, index: str) -> tuple[int, Doc]:
+    reason = (
+        "Result window is too large, from + size must be less than or equal to: "
+        f"[{_MAX_RESULT_WINDOW}] but was [{asked}]. See the scroll api for a more efficient "
+        "way to request large data sets. This limit can be set by changing the "
+        "[index.max_result_window] index level setting."
+    )
+    cause = {"type": "illegal_argument_exception", "reason": reason}
+    return 400, {
+        "error": {
+            "root_cause": [cause],
+            "type": "search_phase_execution_exception",
+            "reason": "all shards failed",
+            "phase": "query",
+            "grouped": True,
+            "failed_shards": [{"shard": 0, "index": index, "node": "standin-0", "reason": cause}],
+            "caused_by": cause,
+        },
+        "status": 400,
+    }
+
+
+def _refusal(index: _Index, doc_id: str, source: Doc) -> Doc | None:
+    """Why a document does not fit a strict mapping (the error of its bulk item), or None."""
+    properties = index.properties
+    if not properties:
+        return None
+    for field, value in source.items():
+        mapping = properties.get(field)
+        if mapping is None:
+            if index.mappings.get("dynamic") == "strict":
+                return {
+                    "type": "strict_dynamic_mapping_exception",
+                    "reason": f"[1:2] mapping set to strict, dynamic introduction of [{field}] within [_doc] is not allowed",
+                }
+            continue
+        kind = mapping.get("type")
+        if value is None:
+            continue  # an explicit null is indexed as no value, whatever the type
+        bad = _unparsable(kind, value)
+        if bad is not None:
+            return {
+                "type": "document_parsing_exception",
+                "reason": f"[1:2] failed to parse field [{field}] of type [{kind}] in document with id '{doc_id}'. Preview of field's value: '{str(value)[:40]}'",
+                "caused_by": bad,
+            }
+        if kind in ("keyword", "flattened") and mapping.get("index", True):
+            for term in _leaves(value):
+                length = len(str(term).encode("utf-8", "surrogatepass"))
+                if length > _MAX_TERM_BYTES:
+                    return {
+                        "type": "illegal_argument_exception",
+                        "reason": f"Document contains at least one immense term in field=\"{field}\" (whose UTF8 encoding is longer than the max length {_MAX_TERM_BYTES}), all of which were skipped. Please correct the analyzer to not produce such terms. The prefix of the first immense term is: '{list(str(term).encode()[:10])}...', original message: bytes can be at most {_MAX_TERM_BYTES} in length; got {length}",
+                        "caused_by": {
+                            "type": "max_bytes_length_exceeded_exception",
+                            "reason": f"bytes can be at most {_MAX_TERM_BYTES} in length; got {length}",
+                        },
+                    }
+    return None
+
+
+def _unparsable(kind: Any, value: Any) -> Doc | None:
+    if kind in ("long", "short", "integer", "date"):
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            return {"type": "illegal_argument_exception", "reason": f"Cannot parse [{value}]"}
+        try:
+            number = float(value)
+        except ValueError:
+            return {"type": "number_format_exception", "reason": f'For input string: "{value}"'}
+        limit = {"short": 2**15, "integer": 2**31}.get(str(kind), 2**63)
+        if not -limit <= number < limit:
+            return {
+                "type": "input_coercion_exception",
+                "reason": f"Numeric value ({value}) out of range of {kind}",
+            }
+    if kind == "keyword" and isinstance(value, dict | list):
+        return {
+            "type": "illegal_argument_exception",
+            "reason": "Can't get text on a START_OBJECT",
+        }
+    if kind == "flattened" and not isinstance(value, dict):
+        return {
+            "type": "parsing_exception",
+            "reason": "[flattened] fields can only contain objects",
+        }
+    return None
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict):
+        for each in value.values():
+            yield from _leaves(each)
+    elif isinstance(value, list):
+        for each in value:
+            yield from _leaves(each)
+    elif value is not None:
+        yield value
 
 
 def _after(values: list[Any], after: list[Any], orders: list[str]) -> bool:
@@ -513,7 +794,7 @@ def _after(values: list[Any], after: list[Any], orders: list[str]) -> bool:
             return True
         if mark is None:
             return False
-        return (value > mark) if order == "asc" else (value < mark)
+        return bool(value > mark) if order == "asc" else bool(value < mark)
     return False
 
 
@@ -531,13 +812,13 @@ def _matches(doc_id: str, src: Doc, query: Doc | None) -> bool:
             return False
         should = spec.get("should", [])
         if should:
-            needed = spec.get("minimum_should_match", 1)
+            needed = int(spec.get("minimum_should_match", 1))
             return sum(_matches(doc_id, src, q) for q in should) >= needed
         return True
     if kind == "term":
         ((field, value),) = spec.items()
         value = value["value"] if isinstance(value, dict) else value
-        return src.get(field) == value
+        return bool(src.get(field) == value)
     if kind == "terms":
         ((field, values),) = spec.items()
         return src.get(field) in values
@@ -548,7 +829,7 @@ def _matches(doc_id: str, src: Doc, query: Doc | None) -> bool:
     if kind == "prefix":
         ((field, value),) = spec.items()
         value = value["value"] if isinstance(value, dict) else value
-        return isinstance(src.get(field), str) and src[field].startswith(value)
+        return isinstance(src.get(field), str) and bool(src[field].startswith(value))
     if kind == "range":
         ((field, bounds),) = spec.items()
         value = src.get(field)

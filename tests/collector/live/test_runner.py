@@ -91,3 +91,35 @@ def test_a_broken_collector_is_reported_and_the_others_carry_on(tmp_path: Path) 
         sources = {row[0] for row in index._db.execute("SELECT source FROM evidence")}
         assert sources == {"flaky", "steady"}
         assert index.checkpoint("steady") == "1"
+
+
+def test_a_cluster_named_later_goes_on_from_the_resume_points_kept_without_it(
+    tmp_path: Path,
+) -> None:
+    with SqliteIndex(tmp_path / "index.sqlite") as index:
+        index.set_checkpoint("k8s/pods", "rv-7")  # kept before `cluster:` was set
+        index.set_checkpoint("k8s/events", "rv-1")
+        index.set_checkpoint("us-east|k8s/events", "rv-9")  # its own wins where it has one
+        index.set_checkpoint("eu-west|k8s/pods", "rv-500")  # another cluster's, never read
+    seen: dict[str, str] = {}
+
+    def build(
+        settings: Mapping[str, Any],
+        writer: Writer,
+        health: Health,
+        checkpoints: Mapping[str, str],
+        ingest: IngestOptions,
+    ) -> Collector:
+        seen.update(checkpoints)
+        return Poller("probe", lambda checkpoint: Poll([], checkpoint), 0.05, writer, health)
+
+    config = CollectConfig(tmp_path / "config.yaml", collectors={"probe": {}})
+    running = start_collectors(
+        config,
+        tmp_path / "index.sqlite",
+        IngestOptions(cluster="us-east"),
+        builders={"probe": build},
+    )
+    running.stop()
+    assert seen["k8s/pods"] == "rv-7" and seen["k8s/events"] == "rv-9"
+    assert "rv-500" not in seen.values()
