@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -36,8 +36,12 @@ __all__ = [
     "WebhookSink",
     "ended",
     "loop_alert",
+    "named",
+    "revive",
     "send",
 ]
+
+_A = TypeVar("_A")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +57,11 @@ class LoopAlert:
     gpu_hours_lost: float
     url: str
     since_ms: int
+    cluster: str = ""  # where several clusters share the index: two run9s are two alerts
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.namespace, self.experiment)
+    def key(self) -> tuple[str, ...]:
+        return (self.namespace, self.experiment, *((self.cluster,) if self.cluster else ()))
 
     def alertmanager(self, ends: int | None) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -66,6 +71,7 @@ class LoopAlert:
                 "experiment": self.experiment,
                 "loop_kind": self.kind,
                 "severity": "warning" if self.retry_helps else "critical",
+                **({"cluster": self.cluster} if self.cluster else {}),
             },
             "annotations": {
                 "summary": f"{self.experiment} restarted {self.restarts} times without progress ({self.kind})",
@@ -94,6 +100,7 @@ class LoopAlert:
             "gpu_hours_lost": self.gpu_hours_lost,
             "url": self.url,
             "since": format_ts(self.since_ms),
+            "cluster": self.cluster or None,
         }
 
 
@@ -136,8 +143,9 @@ def loop_alert(
         summary=explanation.verdict.summary,
         category=explanation.verdict.category,
         gpu_hours_lost=round(explanation.gpu_hours.lost, 1),
-        url=url,
+        url=url + (f"?cluster={experiment.cluster}" if experiment.cluster else ""),
         since_ms=roots[0].ended_at or now_ms,
+        cluster=experiment.cluster or "",
     )
 
 
@@ -149,6 +157,9 @@ class Alert(Protocol):
 
     @property
     def experiment(self) -> str: ...
+
+    @property
+    def cluster(self) -> str: ...
 
     def alertmanager(self, ends: int | None) -> dict[str, Any]: ...
 
@@ -227,17 +238,17 @@ class LoopDetector:
         self._lock = threading.Lock()
 
     @property
-    def firing(self) -> dict[tuple[str, str], LoopAlert]:
+    def firing(self) -> dict[tuple[str, ...], LoopAlert]:
         """The loops firing now, as the state remembers them (another replica's too)."""
-        return {
-            (body["namespace"], body["experiment"]): LoopAlert(**body)
-            for body in self.state.load("loop").values()
-        }
+        alerts = (
+            revive(LoopAlert, body, self.on_error) for body in self.state.load("loop").values()
+        )
+        return {alert.key: alert for alert in alerts if alert is not None}
 
     def check(self, explanations: Iterable[Explanation], now_ms: int | None = None) -> list[str]:
         """One round; returns what happened ("fired ns/name", "resolved ns/name")."""
         now = now_ms if now_ms is not None else int(time.time() * 1000)
-        current: dict[tuple[str, str], LoopAlert] = {}
+        current: dict[tuple[str, ...], LoopAlert] = {}
         for explanation in explanations:
             experiment = explanation.experiment
             alert = loop_alert(
@@ -256,19 +267,39 @@ class LoopDetector:
                 before = firing.get(key)
                 if before is not None:
                     # The same episode: keep its start, though old failures leave the window.
-                    alert = current[key] = replace(alert, since_ms=before.since_ms)
-                self._send("fire", alert, renewal=before is not None)
-                if before is None:
-                    events.append(f"fired {key[0]}/{key[1]}")
-            for key, alert in list(firing.items()):
+                    current[key] = replace(alert, since_ms=before.since_ms)
+            # Saved before anything is sent: a save that fails sends nothing, and the next round
+            # tries again from the state as it was, rather than firing everything as new.
+            self.state.save("loop", {"\x1f".join(k): asdict(a) for k, a in current.items()})
+            for key, alert in current.items():
+                self._send("fire", alert, renewal=key in firing)
+                if key not in firing:
+                    events.append(f"fired {named(alert)}")
+            for key, alert in firing.items():
                 if key not in current:
                     self._send("resolve", alert)
-                    events.append(f"resolved {key[0]}/{key[1]}")
-            self.state.save("loop", {"\x1f".join(k): asdict(a) for k, a in current.items()})
+                    events.append(f"resolved {named(alert)}")
         return events
 
     def _send(self, what: str, alert: LoopAlert, renewal: bool = False) -> None:
         send(self.sinks, what, alert, renewal=renewal, on_error=self.on_error)
+
+
+def named(alert: Alert) -> str:
+    """`namespace/experiment`, with `@cluster` where the alert names one."""
+    return f"{alert.namespace}/{alert.experiment}" + (f"@{alert.cluster}" if alert.cluster else "")
+
+
+def revive(kind: type[_A], body: Mapping[str, Any], on_error: Callable[[str], object]) -> _A | None:
+    """A stored alert as this whyjob's `kind`: fields a newer or older whyjob wrote that this
+    one does not know are left out, missing ones take their defaults; one it cannot read at all
+    is reported and skipped, never a watch stuck on it for good."""
+    known = {f.name for f in fields(kind)}  # type: ignore[arg-type]
+    try:
+        return kind(**{k: v for k, v in body.items() if k in known})
+    except TypeError as exc:
+        on_error(f"a stored {kind.__name__} could not be read, skipped: {exc}")
+        return None
 
 
 def send(

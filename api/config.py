@@ -78,6 +78,12 @@ def load_surface_config(path: Path | None) -> dict[str, dict[str, Any]]:
         lease.count("/") != 1 or lease.startswith("/") or lease.endswith("/")
     ):
         raise f.error(f.top.get("api"), f"api.lease {lease!r} is NAMESPACE/NAME of a Lease")
+    if api["lease_duration"] < 3:
+        raise f.error(
+            f.top.get("api"),
+            f"api.lease_duration {api['lease_duration']:g}s is too short: the holder renews every "
+            "2/15 of it and must within 2/3 of it (3s at least; 15s is client-go's default)",
+        )
     return {
         "api": api,
         "alerts": f.section(f.top.get("alerts"), ALERTS_KEYS, "alerts"),

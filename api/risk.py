@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from whyjob.api.alerts import Alert, ended, send
+from whyjob.api.alerts import Alert, ended, named, revive, send
 from whyjob.api.alertstate import AlertState, MemoryAlertState
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.model import Explanation
@@ -39,10 +39,17 @@ class RiskAlert:
     advice: str
     url: str
     pod_uid: str = ""  # one pod at risk: its labels may name the owner to tell
+    cluster: str = ""  # where several clusters share the index: two run9s are two warnings
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.namespace, self.experiment, self.node, self.notice)
+    def key(self) -> tuple[str, ...]:
+        return (
+            self.namespace,
+            self.experiment,
+            self.node,
+            self.notice,
+            *((self.cluster,) if self.cluster else ()),
+        )
 
     def alertmanager(self, ends: int | None) -> dict[str, Any]:
         checkpoint = (
@@ -56,6 +63,7 @@ class RiskAlert:
                 "node": self.node,
                 "reason": self.reason,
                 "severity": "warning",
+                **({"cluster": self.cluster} if self.cluster else {}),
             },
             "annotations": {
                 "summary": f"{self.experiment}: {self.what} on {self.node} {self.until} "
@@ -89,6 +97,7 @@ class RiskAlert:
             else None,
             "advice": self.advice,
             "url": self.url,
+            "cluster": self.cluster or None,
         }
 
 
@@ -113,8 +122,9 @@ def risk_alerts(explanation: Explanation, url: str) -> list[RiskAlert]:
                 gpu_hours_at_risk=round(risk.gpu_hours, 1),
                 last_checkpoint_ms=risk.last_checkpoint,
                 advice=risk.advice,
-                url=url,
+                url=url + (f"?cluster={experiment.cluster}" if experiment.cluster else ""),
                 pod_uid=risk.pod_uids[0] if risk.pod_uids else "",
+                cluster=experiment.cluster or "",
             )
         )
     return out
@@ -139,12 +149,15 @@ class RiskWatch:
         self._lock = threading.Lock()
 
     @property
-    def firing(self) -> dict[tuple[str, str, str, str], RiskAlert]:
+    def firing(self) -> dict[tuple[str, ...], RiskAlert]:
         """The warnings firing now, as the state remembers them (another replica's too)."""
         out = {}
         for body in self.state.load("risk").values():
-            alert = RiskAlert(**{**body, "ranks": tuple(body["ranks"])})
-            out[alert.key] = alert
+            alert = revive(
+                RiskAlert, {**body, "ranks": tuple(body.get("ranks") or ())}, self.on_error
+            )
+            if alert is not None:
+                out[alert.key] = alert
         return out
 
     def check(self, explanations: Iterable[Explanation]) -> list[str]:
@@ -160,16 +173,17 @@ class RiskWatch:
         events: list[str] = []
         with self._lock:
             firing = self.firing
+            # Saved before anything is sent (as the loop watch does): a failed save sends nothing.
+            self.state.save("risk", {"\x1f".join(k): asdict(a) for k, a in current.items()})
             for key, alert in current.items():
                 renewal = key in firing
                 self._send("fire", alert, renewal=renewal)
                 if not renewal:
-                    events.append(f"warned {key[0]}/{key[1]} on {key[2]}")
+                    events.append(f"warned {named(alert)} on {alert.node}")
             for key, alert in firing.items():
                 if key not in current:
                     self._send("resolve", alert)
-                    events.append(f"cleared {key[0]}/{key[1]} on {key[2]}")
-            self.state.save("risk", {"\x1f".join(k): asdict(a) for k, a in current.items()})
+                    events.append(f"cleared {named(alert)} on {alert.node}")
         return events
 
     def _send(self, what: str, alert: Alert, renewal: bool = False) -> None:

@@ -52,17 +52,28 @@ class Served:
     risk: RiskWatch | None = None
     leader: Any = None  # a LeaseElector: among replicas, only its holder sends
 
+    _sending: bool = False  # as the last round found the lease (to say when that changes)
+
+    def _may_send(self, log: TextIO) -> bool:
+        """Without a Lease, always; with one, while this replica holds it (its own thread
+        renews it, `LeaseElector.start`), asked again before each kind of message."""
+        if self.leader is None:
+            return True
+        holding = bool(self.leader.holding)
+        if holding != self._sending:
+            log.write(
+                f"whyjob serve: holding the lease as {self.leader.identity}; sending\n"
+                if holding
+                else "whyjob serve: not holding the lease; not sending\n"
+            )
+            self._sending = holding
+        return holding
+
     def check(self, window_s: float, log: TextIO = sys.stderr, now_ms: int | None = None) -> None:
         """One round: the experiments seen within the window, their loops and new failures.
-        With a Lease, a replica that does not hold it sends nothing this round."""
-        if self.leader is not None:
-            was = self.leader.holding
-            if not self.leader.hold():
-                if was:
-                    log.write("whyjob serve: another replica holds the lease; not sending\n")
-                return
-            if not was:
-                log.write(f"whyjob serve: holding the lease as {self.leader.identity}; sending\n")
+        With a Lease, a replica that does not hold it sends nothing."""
+        if not self._may_send(log):
+            return
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         names = self.service.recent(now - int(window_s * 1000))
         explanations = [
@@ -71,21 +82,24 @@ class Served:
         ]
         # Failures first: their first message starts the experiment's thread, where the loop
         # alert then goes.
-        if self.notify is not None:
+        if self.notify is not None and self._may_send(log):
             posted = self.notify(explanations, now)
             if posted:
                 log.write(f"whyjob serve: {posted} Slack notification(s)\n")
-        if self.detector is not None:
+        if self.detector is not None and self._may_send(log):
             for event in self.detector.check(explanations, now):
                 log.write(f"whyjob serve: loop {event}\n")
-        if self.risk is not None:
+        if self.risk is not None and self._may_send(log):
             for event in self.risk.check(explanations):
                 log.write(f"whyjob serve: at risk: {event}\n")
 
     def watch(
         self, interval_s: float, window_s: float, stop: threading.Event, log: TextIO = sys.stderr
     ) -> None:
-        """`check` every `interval_s` until stopped; a failed round is reported, not fatal."""
+        """`check` every `interval_s` until stopped; a failed round is reported, not fatal.
+        With a Lease, its renewals run on their own thread meanwhile and give it up at the end."""
+        if self.leader is not None:
+            self.leader.start(stop, lambda message: log.write(f"whyjob serve: {message}\n"))
         while not stop.is_set():
             try:
                 self.check(window_s, log)
@@ -93,7 +107,7 @@ class Served:
                 log.write(f"whyjob serve: watch: {type(exc).__name__}: {exc}\n")
             stop.wait(interval_s)
         if self.leader is not None:
-            self.leader.release()
+            self.leader.join()  # it gives the Lease up as it ends
 
 
 def build(
@@ -241,5 +255,5 @@ def _elector(api: Mapping[str, Any], client: Any) -> Any:
         namespace,
         name,
         identity,
-        duration_s=int(api["lease_duration"]),
+        duration_s=float(api["lease_duration"]),
     )

@@ -160,9 +160,11 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def experiment_key(explanation: Mapping[str, Any]) -> str:
-    """`namespace/name`: what threads and deduplication are keyed by."""
+    """`namespace/name` (`@cluster` where it names one): what threads and deduplication are
+    keyed by, so two clusters' experiments of one name never share a thread."""
     experiment = _mapping(explanation.get("experiment"))
-    return f"{experiment.get('namespace') or '-'}/{experiment.get('name') or '-'}"
+    key = f"{experiment.get('namespace') or '-'}/{experiment.get('name') or '-'}"
+    return key + (f"@{experiment['cluster']}" if experiment.get("cluster") else "")
 
 
 def _number(value: Any) -> float:

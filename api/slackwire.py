@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from whyjob.api.access import Principal
-from whyjob.api.alerts import LoopAlert
+from whyjob.api.alerts import Alert, LoopAlert, named
 from whyjob.api.risk import RiskAlert
 from whyjob.api.service import Service
 from whyjob.api.slack import (
@@ -97,10 +97,8 @@ class _ThreadedSink:
         self.client, self.store, self.routes, self.default = client, store, routes, default_channel
         self.labels_of = labels_of  # a pod's labels, which may name an owner to tell
 
-    def _say(
-        self, namespace: str, name: str, key: str, text: str, destinations: list[Destination]
-    ) -> None:
-        experiment = f"{namespace}/{name}"
+    def _say(self, alert: Alert, key: str, text: str, destinations: list[Destination]) -> None:
+        experiment = named(alert)  # as slack.experiment_key: one thread per cluster's experiment
         for destination in destinations:
             if not self.store.claim(destination.key, experiment, key):
                 continue  # said already (a firing alert is renewed every check)
@@ -143,9 +141,7 @@ class SlackLoopSink(_ThreadedSink):
         channels = [
             d for d in self._destinations(alert.namespace, alert.experiment) if d.kind == "channel"
         ]
-        self._say(
-            alert.namespace, alert.experiment, f"loop:{alert.since_ms}:{what}", text, channels
-        )
+        self._say(alert, f"loop:{alert.since_ms}:{what}", text, channels)
 
     def fire(self, alert: LoopAlert) -> None:
         retry = {
@@ -178,7 +174,7 @@ class SlackRiskSink(_ThreadedSink):
         labels = self.labels_of(alert.pod_uid) if alert.pod_uid else {}
         destinations = self._destinations(alert.namespace, alert.experiment, labels)
         key = f"risk:{alert.node}:{alert.notice}:{what}"
-        self._say(alert.namespace, alert.experiment, key, text, destinations)
+        self._say(alert, key, text, destinations)
 
     def fire(self, alert: RiskAlert) -> None:
         checkpoint = (

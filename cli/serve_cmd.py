@@ -48,13 +48,14 @@ def serve(
     for note in served.notes:
         sys.stderr.write(f"whyjob serve: {note}\n")
     stop = threading.Event()
-    if served.detector is not None or served.notify is not None:
-        threading.Thread(
-            target=served.watch,
-            args=(config["alerts"]["interval"], config["alerts"]["window"], stop),
-            name="whyjob-loop-watch",
-            daemon=True,
-        ).start()
+    watch = threading.Thread(
+        target=served.watch,
+        args=(config["alerts"]["interval"], config["alerts"]["window"], stop),
+        name="whyjob-loop-watch",
+        daemon=True,
+    )
+    if served.detector is not None or served.notify is not None or served.risk is not None:
+        watch.start()
     sys.stderr.write(
         f"whyjob serve: http://{address}:{number} (API docs at /docs) over {settings.describe()}\n"
     )
@@ -64,3 +65,5 @@ def serve(
         uvicorn.run(served.app, host=address, port=number, log_level="warning", proxy_headers=False)
     finally:
         stop.set()
+        if watch.is_alive():  # let it end its round and give the Lease up
+            watch.join(timeout=30)

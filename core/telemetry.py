@@ -74,11 +74,12 @@ def span(name: str, **attributes: Any) -> Iterator[Any]:
 
 def observe(
     gauges: Callable[[], Mapping[str, Mapping[tuple[tuple[str, str], ...], float]]],
-) -> None:
+) -> Callable[[], None]:
     """Report `gauges()` (metric name -> {labels: value}) as OTLP gauges, read at each export
-    (every OTEL_METRIC_EXPORT_INTERVAL, 60 s by default)."""
+    (every OTEL_METRIC_EXPORT_INTERVAL, 60 s by default). Returns what stops it (its reader
+    thread and a last export), for whoever owns the gauges to call when they end."""
     if not enabled():
-        return
+        return lambda: None
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.metrics import CallbackOptions, Observation
     from opentelemetry.sdk.metrics import MeterProvider
@@ -98,6 +99,15 @@ def observe(
 
         meter.create_observable_gauge(name, callbacks=[read])
     atexit.register(flush)
+
+    def stop() -> None:
+        with _lock:
+            if provider not in _providers:
+                return  # shut down already
+            _providers.remove(provider)
+        provider.shutdown()
+
+    return stop
 
 
 def flush() -> None:

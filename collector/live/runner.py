@@ -126,6 +126,7 @@ class Running:
     collectors: list[Collector]
     stop_event: threading.Event
     receiver: Receiver | None = None
+    unobserve: Callable[[], None] = lambda: None  # stops the OTLP gauges of `health`
 
     def stop(self, timeout: float = 10.0) -> None:
         self.stop_event.set()
@@ -136,6 +137,7 @@ class Running:
         self.writer.stop()
         if self.metrics is not None:
             self.metrics.stop()
+        self.unobserve()
         self.index.close()
 
 
@@ -170,7 +172,7 @@ def start_collectors(
             if "|" not in key:
                 checkpoints.setdefault(key, token)
     writer = Writer(index, health, cluster=ingest.cluster).start()
-    telemetry.observe(health.gauge_table)
+    unobserve = telemetry.observe(health.gauge_table)
     stop = threading.Event()
     started: list[Collector] = []
     for name, settings in config.collectors.items():
@@ -197,4 +199,4 @@ def start_collectors(
         log.write(
             f"whyjob collect: receiver on http://{host}:{receiver.address[1]} (OTLP /v1/logs, agents /whyjob/v1/items)\n"
         )
-    return Running(index, writer, health, metrics, started, stop, receiver)
+    return Running(index, writer, health, metrics, started, stop, receiver, unobserve)

@@ -5,17 +5,20 @@ from __future__ import annotations
 import threading
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.api.conftest import World
 from tests.standins.services import alertmanager
 from whyjob.api.access import Principal
 from whyjob.api.alerts import AlertmanagerSink, LoopDetector, WebhookSink, loop_alert
+from whyjob.api.alertstate import MemoryAlertState
 
 OPS = Principal("ops", frozenset({"*"}))
 
@@ -116,3 +119,70 @@ def test_a_sink_that_is_down_does_not_silence_the_others(world: World) -> None:
     )
     detector.check([looping], now)
     assert len(hook.received) == 1 and errors and errors[0].startswith("AlertmanagerSink fire")
+
+
+class _FlakyState(MemoryAlertState):
+    """State whose next save fails (the index locked, Elasticsearch away)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_next = False
+
+    def save(self, kind: str, firing: Mapping[str, Mapping[str, Any]]) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError("index unavailable")
+        super().save(kind, firing)
+
+
+def test_a_failed_save_sends_nothing_and_fires_nothing_twice(world: World) -> None:
+    looping = world.service.explanation(OPS, *world.b)
+    now = max(a.ended_at or 0 for a in looping.attempts) + 60_000
+    hook, state = Webhook(), _FlakyState()
+    detector = LoopDetector([WebhookSink(hook.url)], window_s=86_400, state=state)
+    state.fail_next = True
+    with pytest.raises(OSError):
+        detector.check([looping], now)
+    assert hook.received == []  # saved first: nothing went out for a state that was not kept
+    assert detector.check([looping], now) == [f"fired {world.b[0]}/{world.b[1]}"]
+    state.fail_next = True
+    with pytest.raises(OSError):
+        detector.check([looping], now)
+    assert detector.check([looping], now) == []  # still firing: not fired again as new
+    assert [m["status"] for m in hook.received] == ["firing"]
+
+
+def test_stored_alerts_from_another_version_are_read_or_skipped(world: World) -> None:
+    looping = world.service.explanation(OPS, *world.b)
+    now = max(a.ended_at or 0 for a in looping.attempts) + 60_000
+    state, errors = MemoryAlertState(), []
+    LoopDetector([], window_s=86_400, state=state).check([looping], now)
+    (body,) = state.load("loop").values()
+    state.save(
+        "loop",
+        {
+            "newer": {**body, "field_of_a_newer_whyjob": 1},
+            "broken": {"namespace": "ml"},
+        },
+    )
+    detector = LoopDetector([], window_s=86_400, state=state, on_error=errors.append)
+    assert list(detector.firing) == [(world.b[0], world.b[1])]
+    assert errors and "could not be read" in errors[0]
+    assert detector.check([looping], now) == []  # the one it read is still firing
+
+
+def test_two_clusters_experiments_of_one_name_are_two_alerts(world: World) -> None:
+    looping = world.service.explanation(OPS, *world.b)
+    now = max(a.ended_at or 0 for a in looping.attempts) + 60_000
+    twins = [
+        replace(looping, experiment=replace(looping.experiment, cluster=c)) for c in ("a", "b")
+    ]
+    hook = Webhook()
+    detector = LoopDetector([WebhookSink(hook.url)], window_s=86_400)
+    name = f"{world.b[0]}/{world.b[1]}"
+    assert sorted(detector.check(twins, now)) == [f"fired {name}@a", f"fired {name}@b"]
+    assert sorted(m["alert"]["cluster"] for m in hook.received) == ["a", "b"]
+    assert all(
+        m["alert"]["url"].endswith(f"?cluster={m['alert']['cluster']}") for m in hook.received
+    )
+    assert detector.check(twins[:1], now) == [f"resolved {name}@b"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import shutil
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -29,18 +31,54 @@ def test_the_lease_goes_to_one_replica_and_over_when_it_lapses() -> None:
 
         def elector(identity: str) -> LeaseElector:
             return LeaseElector(client, "whyjob", "whyjob-serve", identity, duration_s=15,
-                                clock=lambda: clock[0])  # fmt: skip
+                                clock=lambda: clock[0], monotonic=lambda: clock[0])  # fmt: skip
 
         a, b = elector("serve-a"), elector("serve-b")
         assert a.hold() and not b.hold()
         clock[0] += 10
         assert a.hold() and not b.hold()  # renewed in time
         clock[0] += 16  # a stopped renewing: its lease lapses
+        assert not a.holding  # past its renew deadline, it already stopped sending
         assert b.hold() and not a.hold()
         held = api.leases[("whyjob", "whyjob-serve")]["spec"]
         assert held["holderIdentity"] == "serve-b" and held["leaseTransitions"] == 1
         b.release()  # a clean stop: the next one need not wait
-        assert a.hold()
+        assert not b.holding and a.hold()
+
+
+def test_a_clock_that_disagrees_cannot_take_a_live_lease() -> None:
+    # The holder's clock is five minutes behind: its renewTime looks long expired to the other,
+    # which judges expiry by when it saw the record change, on its own clock.
+    mono = [0.0]
+    with KubeAPI() as api:
+        client = k8s.ApiClient(api.client_configuration())
+        a = LeaseElector(client, "whyjob", "skew", "serve-a", clock=lambda: 1_800_000_000 - 300 + mono[0],
+                         monotonic=lambda: mono[0])  # fmt: skip
+        b = LeaseElector(client, "whyjob", "skew", "serve-b", clock=lambda: 1_800_000_000 + mono[0],
+                         monotonic=lambda: mono[0])  # fmt: skip
+        assert a.hold() and not b.hold()
+        for _ in range(10):  # a renews every 2 s; b never sees the record stand still 15 s
+            mono[0] += 2
+            assert a.hold() and not b.hold()
+        mono[0] += 16  # a stopped: now the record stood still for a whole lease
+        assert b.hold()
+
+
+def test_the_holder_renews_between_rounds_and_gives_the_lease_up_on_a_clean_stop() -> None:
+    # Rounds a minute apart, a lease of a few seconds: the holder's own thread keeps it.
+    with KubeAPI() as api:
+        client = k8s.ApiClient(api.client_configuration())
+        a = LeaseElector(client, "whyjob", "renew", "serve-a", duration_s=3)
+        b = LeaseElector(client, "whyjob", "renew", "serve-b", duration_s=3)
+        stop = threading.Event()
+        a.start(stop, on_error=print)
+        deadline = time.monotonic() + 5  # more than a lease: it was renewed meanwhile
+        while time.monotonic() < deadline:
+            assert a.holding and not b.hold()
+            time.sleep(0.25)
+        stop.set()
+        a.join(5)
+        assert not a.holding and b.hold()  # given up at the stop, not left to expire
 
 
 def test_a_racing_write_loses_with_a_conflict() -> None:
@@ -87,6 +125,8 @@ def test_two_replicas_send_each_alert_once_and_a_new_leader_remembers(
         first.leader.identity, second.leader.identity = "serve-a", "serve-b"
         log = io.StringIO()
         for _ in range(3):  # both replicas run every round; only the holder sends
+            first.leader.hold()  # what each one's renewal thread does in between
+            second.leader.hold()
             first.check(WINDOW_S, log)
             second.check(WINDOW_S, log)
         fired = _fired(hook)
@@ -94,12 +134,14 @@ def test_two_replicas_send_each_alert_once_and_a_new_leader_remembers(
         assert "holding the lease as serve-a" in log.getvalue()
         # The holder stops cleanly; the other takes over and remembers what was fired.
         first.leader.release()
+        second.leader.hold()
         second.check(WINDOW_S, log)
         assert "holding the lease as serve-b" in log.getvalue()
         assert _fired(hook) == fired
         # A restarted server (a new process on the same index) remembers too.
         second.leader.release()
         restarted = _replica(index, config, client)
+        restarted.leader.hold()
         restarted.check(WINDOW_S, log)
         assert _fired(hook) == fired
         assert restarted.detector is not None
