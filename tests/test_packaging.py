@@ -13,14 +13,44 @@ CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptool
 
 
 def test_every_package_folder_is_listed() -> None:
-    """setuptools silently drops a subpackage missing from the explicit list."""
+    """setuptools silently drops a subpackage missing from the explicit list, and warns for a
+    folder of shipped data that is not listed."""
     mapping = CONFIG["package-dir"]
     found = set()
     for package, folder in mapping.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            relative = init.parent.relative_to(ROOT / folder)
-            found.add(".".join([package, *relative.parts]))
+        for path in (ROOT / folder).rglob("*"):
+            if path.name == "__pycache__" or "__pycache__" in path.parts:
+                continue
+            if path.is_dir() and (
+                (path / "__init__.py").exists()
+                or any(f.suffix in {".j2", ".json", ".yaml"} for f in path.iterdir())
+            ):
+                found.add(".".join([package, *path.relative_to(ROOT / folder).parts]))
+        found.add(package)
     assert found == set(CONFIG["packages"])
+    assert set(CONFIG["package-data"]) - {"*"} <= found
+
+
+def test_install_prints_no_build_warnings(tmp_path: Path) -> None:
+    """A newcomer's first command must not print setuptools warnings that read as a failure."""
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert "would be ignored" not in built.stdout + built.stderr
+    assert "is absent from the `packages` configuration" not in built.stdout + built.stderr
 
 
 def test_no_bare_top_level_imports() -> None:
@@ -61,5 +91,10 @@ def test_wheel_carries_rules_templates_and_schema(tmp_path: Path) -> None:
         assert f"whyjob/explain/templates/{template.name}" in names
     assert "whyjob/core/schema/explanation.v1.json" in names
     for package in CONFIG["packages"]:
-        assert f"{package.replace('.', '/')}/__init__.py" in names
+        folder = package.replace(".", "/")
+        assert any(name.startswith(f"{folder}/") for name in names), package
+        if (ROOT / CONFIG["package-dir"][".".join(package.split(".")[:2])]).joinpath(
+            *package.split(".")[2:], "__init__.py"
+        ).exists():
+            assert f"{folder}/__init__.py" in names
     assert "whyjob/cli/py.typed" in names
