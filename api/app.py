@@ -13,7 +13,8 @@ Routes (OpenAPI at /openapi.json, docs at /docs):
 - `GET /`, `/experiments/{namespace}/{name}`, `/nodes`, `/nodes/{node}`, `/evidence/{id}`: the
   web pages
 - `POST /slack/command`: the `/whyjob` slash command (when Slack is configured)
-- `GET /healthz`, `GET /metrics`: unauthenticated, say nothing about experiments
+- `GET /livez` (`/healthz`), `GET /readyz`, `GET /metrics`: unauthenticated, say nothing about
+  experiments
 
 Every other route needs a principal (access.py) and checks the namespace of what it returns.
 Each request is written to the audit log: who, what, the answer's status.
@@ -335,9 +336,26 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
 
     # -- operations ----------------------------------------------------------------------------
 
+    # Liveness (/livez, and /healthz, its older name) says only that the process answers: a
+    # restart cures nothing an index outage causes. Readiness (/readyz, Kubernetes' names)
+    # opens the index read-only and reads its write counter, and answers 503 with the reason
+    # when it cannot, so a replica is taken out of its Service until the index is back.
+    @app.get("/livez", include_in_schema=False)
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    def readyz() -> JSONResponse:  # sync: FastAPI runs it on its thread pool, off the loop
+        from whyjob.core.index import open_index
+
+        try:
+            with open_index(service.index_path, readonly=True, cache_mib=1, mmap_mib=0) as index:
+                seq = index.last_seq()
+        except Exception as exc:
+            reason = f"the index does not answer: {type(exc).__name__}: {exc}"
+            return JSONResponse({"ready": False, "reason": reason}, status_code=503)
+        return JSONResponse({"ready": True, "last_seq": seq})
 
     @app.get("/metrics", include_in_schema=False, response_class=PlainTextResponse)
     def metrics() -> str:

@@ -1,23 +1,44 @@
-"""How each collector is doing, served as Prometheus metrics on whyjob's own endpoint.
+"""How each collector is doing, served on whyjob's own endpoint: Prometheus metrics, liveness
+and readiness.
 
 Counters (records read, errors, reconnects), gauges (lag, queue depth) and each collector's
-state. The exposition is the Prometheus text format written out by hand: a dozen series do not
-need a client library.
+state live in one Health object. `/metrics` is prometheus_client's exposition of a custom
+Collector that reads that object at scrape time (no second set of counters to keep in step; the
+client does the escaping, number formats and OpenMetrics negotiation). `/livez` (and `/healthz`,
+its older name) answers 503 once the process can no longer do its job, so the kubelet restarts
+it; `/readyz` also while the index does not answer or no source is up, so no traffic (the
+agents' records) is sent to it. Served by uvicorn with a small Starlette app: the HTTP stack
+`whyjob serve` already runs.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 
-__all__ = ["CollectorState", "Health", "MetricsServer"]
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from whyjob.core.index.elastic import ElasticSettings
+
+__all__ = ["CollectorState", "Health", "IndexProbe", "MetricsServer", "check_index"]
+
+# States that are not sources: the index writer (its health is `fatal` and the index probe).
+_NOT_SOURCES = frozenset({"writer"})
 
 
 @dataclass(slots=True)
@@ -85,44 +106,32 @@ class Health:
         return table
 
     def exposition(self) -> str:
-        """The Prometheus text format."""
+        """The Prometheus text format, as a scrape of /metrics gets it."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_HealthCollector(self))
+        return generate_latest(registry).decode()
+
+    def snapshot(
+        self,
+    ) -> tuple[list[tuple[str, CollectorState]], dict[tuple[str, str], float], dict[str, float]]:
+        """States (copied), counters and gauges at one instant."""
         with self._lock:
-            lines = [
-                "# HELP whyjob_collector_up 1 while the collector is reading its source.",
-                "# TYPE whyjob_collector_up gauge",
-            ]
-            lines += [
-                f'whyjob_collector_up{{collector="{n}"}} {int(s.up)}' for n, s in self._sorted()
-            ]
-            lines += [
-                "# HELP whyjob_collector_last_success_timestamp_seconds Last successful read.",
-                "# TYPE whyjob_collector_last_success_timestamp_seconds gauge",
-            ]
-            lines += [
-                f'whyjob_collector_last_success_timestamp_seconds{{collector="{n}"}} {s.last_success:.3f}'
-                for n, s in self._sorted()
-                if s.last_success is not None
-            ]
-            lines += [
-                "# HELP whyjob_collector_lag_seconds How far behind its source the collector is.",
-                "# TYPE whyjob_collector_lag_seconds gauge",
-            ]
-            lines += [
-                f'whyjob_collector_lag_seconds{{collector="{n}"}} {s.lag_s:.3f}'
-                for n, s in self._sorted()
-                if s.lag_s is not None
-            ]
-            lines += [
-                "# HELP whyjob_collector_events_total Counts by collector and what was counted.",
-                "# TYPE whyjob_collector_events_total counter",
-            ]
-            lines += [
-                f'whyjob_collector_events_total{{collector="{c}",what="{w}"}} {v:g}'
-                for (c, w), v in sorted(self.counters.items())
-            ]
-            for name, value in sorted(self.gauges.items()):
-                lines += [f"# TYPE whyjob_{name} gauge", f"whyjob_{name} {value:g}"]
-        return "\n".join(lines) + "\n"
+            states = [(name, replace(s)) for name, s in self._sorted()]
+            return states, dict(self.counters), dict(self.gauges)
+
+    def not_ready(self) -> str | None:
+        """Why this process should get no traffic, or None: it can no longer store anything
+        (`fatal`), or it has sources and none is up. One source down among others that work
+        keeps it ready: its own loop retries it, taking the pod out of its Service would cut
+        the working ones off too, and `whyjob_collector_up` is what to alert on."""
+        with self._lock:
+            if self.fatal is not None:
+                return self.fatal
+            sources = [(n, s) for n, s in self._sorted() if n not in _NOT_SOURCES]
+            if sources and not any(s.up for _, s in sources):
+                why = "; ".join(f"{n}: {s.last_error or 'not up yet'}" for n, s in sources)
+                return f"no source is up ({why})"
+        return None
 
     def summary(self) -> dict[str, Any]:
         with self._lock:
@@ -140,56 +149,195 @@ class Health:
         return sorted(self.states.items())
 
 
+class _HealthCollector(Collector):
+    """The Health object as Prometheus metric families, read at each scrape."""
+
+    def __init__(self, health: Health) -> None:
+        self.health = health
+
+    def collect(self) -> Iterator[Metric]:
+        states, counters, gauges = self.health.snapshot()
+        up = GaugeMetricFamily(
+            "whyjob_collector_up",
+            "1 while the collector is reading its source.",
+            labels=["collector"],
+        )
+        last = GaugeMetricFamily(
+            "whyjob_collector_last_success_timestamp_seconds",
+            "Last successful read.",
+            labels=["collector"],
+        )
+        lag = GaugeMetricFamily(
+            "whyjob_collector_lag_seconds",
+            "How far behind its source the collector is.",
+            labels=["collector"],
+        )
+        for name, state in states:
+            up.add_metric([name], float(state.up))
+            if state.last_success is not None:
+                last.add_metric([name], state.last_success)
+            if state.lag_s is not None:
+                lag.add_metric([name], state.lag_s)
+        events = CounterMetricFamily(
+            "whyjob_collector_events",
+            "Counts by collector and what was counted.",
+            labels=["collector", "what"],
+        )
+        for (collector, what), value in sorted(counters.items()):
+            events.add_metric([collector, what], value)
+        yield from (up, last, lag, events)
+        for name, value in sorted(gauges.items()):
+            yield GaugeMetricFamily(f"whyjob_{name}", f"whyjob's {name.replace('_', ' ')}.", value)
+
+
+def check_index(location: Path | ElasticSettings) -> str | None:
+    """None when the index opens read-only and answers a read of its write counter (a count
+    over an index, cheap on either backend); else why not. A SQLite file and its folder must
+    also be writable by this process: the writer adds the WAL files beside it."""
+    from whyjob.core.index import open_index
+
+    if isinstance(location, Path):
+        for path in (location, location.parent):
+            if path.exists() and not os.access(path, os.W_OK):
+                return f"{path} is not writable by this process"
+    try:
+        with open_index(
+            location, readonly=True, busy_timeout_s=5.0, cache_mib=1, mmap_mib=0
+        ) as index:
+            index.last_seq()
+    except Exception as exc:
+        return f"the index does not answer: {type(exc).__name__}: {exc}"
+    return None
+
+
+class IndexProbe:
+    """`check_index` for readiness probes: run on a thread of its own at most every `every_s`
+    (the kubelet and a scraper may both ask), and an index that has not answered within
+    `timeout_s` is reported as such, so a hung Elasticsearch never hangs the endpoint."""
+
+    def __init__(
+        self,
+        location: Path | ElasticSettings,
+        *,
+        every_s: float = 5.0,
+        timeout_s: float = 5.0,
+        check: Callable[[Path | ElasticSettings], str | None] = check_index,
+    ) -> None:
+        self.location = location
+        self.every_s, self.timeout_s = every_s, timeout_s
+        self._check = check
+        self._lock = threading.Lock()
+        self._reason: str | None = None
+        self._at = -float("inf")
+        self._pending: threading.Event | None = None
+
+    def __call__(self) -> str | None:
+        with self._lock:
+            if self._pending is None and time.monotonic() - self._at >= self.every_s:
+                self._pending = threading.Event()
+                threading.Thread(
+                    target=self._run, args=(self._pending,), name="whyjob-index-probe", daemon=True
+                ).start()
+            pending = self._pending
+        if pending is not None and not pending.wait(self.timeout_s):
+            return f"the index did not answer within {self.timeout_s:g} s"
+        with self._lock:
+            return self._reason
+
+    def _run(self, done: threading.Event) -> None:
+        try:
+            reason = self._check(self.location)
+        except Exception as exc:  # a probe never dies of what it probes
+            reason = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self._reason, self._at, self._pending = reason, time.monotonic(), None
+        done.set()
+
+
 class MetricsServer:
-    """`/metrics` (Prometheus text) and `/healthz` (JSON) on a loopback or pod port."""
+    """`/metrics` (Prometheus), `/livez` and `/healthz` (liveness, JSON) and `/readyz`
+    (readiness, JSON: 503 with the reason) on a loopback or pod port. `probe` is the index's
+    readiness (IndexProbe); a process without an index (the agent) has none."""
 
-    def __init__(self, health: Health, host: str = "127.0.0.1", port: int = 0) -> None:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.split("?")[0] == "/metrics":
-                    body = owner.health.exposition().encode()
-                    kind = "text/plain; version=0.0.4; charset=utf-8"
-                elif self.path.split("?")[0] == "/healthz":
-                    summary = owner.health.summary()
-                    body = orjson.dumps({"fatal": owner.health.fatal, "collectors": summary})
-                    kind = "application/json"
-                    if owner.health.fatal is not None:
-                        self.send_response(503)
-                        self.send_header("Content-Type", kind)
-                        self.send_header("Content-Length", str(len(body)))
-                        self.end_headers()
-                        self.wfile.write(body)
-                        return
-                else:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return  # scrapes every few seconds would drown the collector's own log
+    def __init__(
+        self,
+        health: Health,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        probe: Callable[[], str | None] | None = None,
+    ) -> None:
+        import uvicorn
+        from starlette.applications import Starlette
+        from starlette.routing import Route
 
         self.health = health
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="whyjob-metrics", daemon=True
+        self.probe = probe
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(_HealthCollector(health))
+        # Bound here, not in the server's thread: a port in use fails in the caller, and the
+        # address (port 0: the kernel's pick) is known before start().
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._socket = socket.create_server((host, port), family=family)
+        app = Starlette(
+            routes=[
+                Route("/metrics", self._metrics),
+                Route("/livez", self._live),
+                Route("/healthz", self._live),
+                Route("/readyz", self._ready),
+            ]
         )
+        # No access log: scrapes and probes every few seconds would drown the process's own.
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [self._socket]},
+            name="whyjob-metrics",
+            daemon=True,
+        )
+
+    async def _metrics(self, request: Request) -> Response:
+        from starlette.responses import Response
+
+        encoder, kind = choose_encoder(request.headers.get("accept", ""))
+        return Response(encoder(self._registry), media_type=kind)
+
+    async def _live(self, request: Request) -> Response:
+        from starlette.responses import Response
+
+        body = {"fatal": self.health.fatal, "collectors": self.health.summary()}
+        status = 200 if self.health.fatal is None else 503
+        return Response(orjson.dumps(body), status, media_type="application/json")
+
+    async def _ready(self, request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import Response
+
+        reason = self.health.not_ready()
+        if reason is None and self.probe is not None:
+            reason = await run_in_threadpool(self.probe)  # may wait on the index
+        body = {"ready": reason is None, "reason": reason, "collectors": self.health.summary()}
+        status = 200 if reason is None else 503
+        return Response(orjson.dumps(body), status, media_type="application/json")
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self._server.server_address[:2]
+        host, port = self._socket.getsockname()[:2]
         return str(host), int(port)
 
     def start(self) -> MetricsServer:
+        """Serve on a thread of its own; returns once the endpoint answers."""
         self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the metrics endpoint on {self.address} did not start")
+            time.sleep(0.005)
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        self._socket.close()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from whyjob.collector.ingest.base import IngestOptions
 from whyjob.collector.live.config import CollectConfig
-from whyjob.collector.live.health import Health, MetricsServer
+from whyjob.collector.live.health import Health, IndexProbe, MetricsServer
 from whyjob.collector.live.logs import LogRetention
 from whyjob.collector.live.poller import Poller
 from whyjob.collector.live.receiver import Receiver
@@ -156,7 +156,9 @@ def start_collectors(
     health = Health(on_error=lambda who, message: log.write(f"whyjob collect: {who}: {message}\n"))
     metrics = None
     if config.metrics_listen is not None:
-        metrics = MetricsServer(health, *config.metrics_listen).start()
+        metrics = MetricsServer(
+            health, *config.metrics_listen, probe=IndexProbe(index_path)
+        ).start()
     # This cluster's resume points only (another cluster's collector may share the index).
     scope = checkpoint_key("", ingest.cluster)
     checkpoints = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 import urllib.request
 from collections.abc import Mapping
@@ -77,6 +78,9 @@ def test_a_broken_collector_is_reported_and_the_others_carry_on(tmp_path: Path) 
         running.writer.flush()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as response:
             metrics = response.read().decode()
+        # Ready: the index (a real SQLite file) answers, and sources are up.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz") as response:
+            ready = json.loads(response.read())
     finally:
         running.stop()
     assert (
@@ -87,6 +91,7 @@ def test_a_broken_collector_is_reported_and_the_others_carry_on(tmp_path: Path) 
     assert 'whyjob_collector_up{collector="flaky"} 1' in metrics  # recovered after two failures
     assert 'whyjob_collector_events_total{collector="flaky",what="errors"} 2' in metrics
     assert 'whyjob_collector_up{collector="steady"} 1' in metrics
+    assert ready["ready"] is True and ready["collectors"]["broken"]["up"] is False
     with SqliteIndex(tmp_path / "index.sqlite", readonly=True) as index:
         sources = {row[0] for row in index._db.execute("SELECT source FROM evidence")}
         assert sources == {"flaky", "steady"}

@@ -1,0 +1,35 @@
+"""`whyjob serve`'s probes: liveness answers while the process does, readiness only while the
+index it serves answers (the chart's readinessProbe)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from whyjob.api.access import Access
+from whyjob.api.app import ApiOptions, create_app
+from whyjob.api.service import Service
+from whyjob.core.index import SqliteIndex
+from whyjob.explain.ruleset import load_rules
+
+
+def test_readiness_reads_the_index_and_liveness_does_not(tmp_path: Path) -> None:
+    path = tmp_path / "index.sqlite"
+    app = create_app(Service(path, load_rules()), ApiOptions(Access(tokens={})))
+    with TestClient(app) as client:
+        not_yet = client.get("/readyz")  # the collector has not created it yet
+        assert not_yet.status_code == 503 and not_yet.json()["ready"] is False
+        assert "no index at" in not_yet.json()["reason"]
+        assert client.get("/livez").status_code == 200
+        assert client.get("/healthz").status_code == 200
+
+        with SqliteIndex(path):
+            pass
+        ready = client.get("/readyz")
+        assert ready.status_code == 200 and ready.json() == {"ready": True, "last_seq": 0}
+
+        path.write_bytes(b"this file is no SQLite database at all")
+        broken = client.get("/readyz")
+        assert broken.status_code == 503 and "not a usable whyjob index" in broken.json()["reason"]
+        assert client.get("/livez").status_code == 200
