@@ -84,7 +84,9 @@ def explain_scene(
         top = found[0].cause if found else _unexplained(attempt)
         if found:
             best[attempt.id] = found[0]
-        attempt.category, attempt.grade, attempt.summary = top.category, top.grade, top.summary
+        # One line however the quoted message was wrapped: summaries are sentences.
+        attempt.category, attempt.grade = top.category, top.grade
+        attempt.summary = " ".join(top.summary.split())
         attempt.evidence = list(top.evidence)
         attempt.missing = list(top.missing)
     roots = first_dominoes(attempts, best)
@@ -95,10 +97,10 @@ def explain_scene(
                 n for n in coverage if not attempt.node or attempt.node in n or "no cloud" in n
             ]
             attempt.missing = list(dict.fromkeys([*attempt.missing, *relevant]))
-    verdict = story.verdict(attempts, roots)
+    loop = story.loop_state(attempts, roots)
+    verdict = story.verdict(attempts, roots, loop)
     root = next((a for a in attempts if a.id == verdict.root_attempt), None)
     chain = build_chain(root, best.get(root.id), attempts) if root else []
-    loop = story.loop_state(attempts, roots)
     cited = {e for a in attempts for e in a.evidence} | {e for step in chain for e in step.evidence}
     matched = set(matches)
     experiment = ExperimentInfo(

@@ -165,6 +165,8 @@ class Loop:
     window_s: int | None
     kind: str | None  # same_error | maintenance_storm | bad_node | unschedulable | mixed
     progress: bool | None  # did any attempt make forward progress (new step or checkpoint)?
+    cause: str | None = None  # the category that ended most of the failed generations
+    stuck_at_step: int | None = None  # a loop: the step it keeps returning to (None: unknown)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

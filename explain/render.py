@@ -8,8 +8,9 @@ be checked and the timeline follow, each line pointing at evidence ids (`whyjob 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
@@ -111,6 +112,8 @@ def _context(explanation: Explanation, timeline_limit: int) -> dict[str, Any]:
             a.category for a in attempts if a.failed and a.category != "peer.failure"
         ),
         "collateral": collateral,
+        "collateral_names": _names(a.rank or a.pod for a in collateral),
+        "owners": OWNERS,
         "short_ids": short_ids,
         "failed_attempts": [a for a in attempts if a.failed and a.category != "peer.failure"],
         "timeline": shown,
@@ -119,6 +122,19 @@ def _context(explanation: Explanation, timeline_limit: int) -> dict[str, Any]:
         "duration": format_duration,
         "gpu": explanation.gpu_hours,
     }
+
+
+# Who acts on a verdict (the taxonomy's owner), as the headline says it.
+OWNERS: Final = {"infra": "owner: infra", "platform": "owner: platform", "user": "owner: user"}
+_NAMES_SHOWN: Final = 8
+
+
+def _names(names: Iterable[str]) -> str:
+    """Ranks (or pods) once each, in order; a long list ends with how many more there are."""
+    unique = list(dict.fromkeys(names))
+    shown = ", ".join(unique[:_NAMES_SHOWN])
+    more = len(unique) - _NAMES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def _focus(explanation: Explanation, limit: int) -> list[Any]:

@@ -9,13 +9,15 @@ from itertools import pairwise
 
 from whyjob.core.evidence import Evidence, Severity
 from whyjob.core.taxonomy import CATEGORIES
+from whyjob.core.timeutil import format_duration, format_ts
 from whyjob.explain.gather import Scene
 from whyjob.explain.model import Attempt, GpuHours, Loop, RetryAdvice, TimelineEntry, Verdict
-from whyjob.explain.progress import marks, progressed
+from whyjob.explain.progress import Mark, marks, progressed
 
 __all__ = [
     "coverage_notes",
     "gpu_hours",
+    "loop_headline",
     "loop_state",
     "retry_advice",
     "timeline",
@@ -57,8 +59,10 @@ def _latest_runs(attempts: Sequence[Attempt]) -> list[Attempt]:
     return list(latest.values())
 
 
-def verdict(attempts: Sequence[Attempt], roots: Sequence[str]) -> Verdict:
-    """The latest failure's first domino, and how the experiment ended up."""
+def verdict(attempts: Sequence[Attempt], roots: Sequence[str], loop: Loop | None = None) -> Verdict:
+    """The latest failure's first domino, and how the experiment ended up. When it failed
+    more than once, the summary tells the latest generation's first domino from the first
+    failure of all; a restart loop is said before either."""
     if not attempts:
         return Verdict(
             "unknown", "possible", "No runs of this experiment were found.", None, "unknown", "-"
@@ -95,17 +99,27 @@ def verdict(attempts: Sequence[Attempt], roots: Sequence[str]) -> Verdict:
     assert root.category is not None
     failures = len(failed_roots)
     repeated = _repeated_cause(failed_roots)
+    headline = f"{loop_headline(loop)} " if loop is not None and loop.looping else ""
     if repeated is not None:
-        return _repeated_verdict(root, repeated, failed_roots, outcome)
+        shown = _repeated_verdict(root, repeated, failed_roots, outcome)
+        shown.summary = headline + shown.summary
+        return shown
     tail = {
         "completed": " The job then restarted and completed.",
         "running": " The job restarted and is running again.",
         "pending": " The job is waiting to start again.",
         "failed": "",
     }[outcome]
-    earlier = f" ({failures} failures in all; this is the latest.)" if failures > 1 else ""
-    who = f"Rank {root.rank}" if root.rank else root.pod
-    summary = f"{who} failed first: {root.summary}{tail}{earlier}"
+    if failures == 1:
+        summary = f"{_who(root).capitalize()} failed first: {_sentence(root.summary)}{tail}"
+    else:
+        first = failed_roots[0]
+        when = f" at {format_ts(first.ended_at)}" if first.ended_at else ""
+        summary = (
+            f"{headline}In the latest of {failures} failed generations, {_who(root)} failed "
+            f"first: {_sentence(root.summary)}{tail} The first failure of all was {_who(first)}{when} "
+            f"({first.category})."
+        )
     return Verdict(
         category=root.category,
         grade=root.grade or "possible",
@@ -114,6 +128,16 @@ def verdict(attempts: Sequence[Attempt], roots: Sequence[str]) -> Verdict:
         outcome=outcome,
         owner=CATEGORIES[root.category].owner,
     )
+
+
+def _who(attempt: Attempt) -> str:
+    return f"rank {attempt.rank}" if attempt.rank else attempt.pod
+
+
+def _sentence(text: str | None) -> str:
+    """A rule's summary ends where its quote ends; the verdict goes on after a full stop."""
+    text = text or "no cause was found"
+    return text if text.endswith((".", "!", "?")) else f"{text}."
 
 
 _DOWNGRADE = {"proven": "likely", "likely": "possible", "possible": "possible"}
@@ -136,12 +160,11 @@ def _repeated_verdict(
 ) -> Verdict:
     assert shown.category is not None
     before = len(failed_roots) - 1
-    who = f"rank {root.rank}" if root.rank else root.pod
     earlier = (
         f"the {before} failures before it all died" if before > 1 else "the one before it died"
     )
     summary = (
-        f"The last failure ({who}, run {root.restart}) left no evidence of its own; "
+        f"The last failure ({_who(root)}, run {root.restart}) left no evidence of its own; "
         f"{earlier} of {shown.category}: {shown.summary}"
     )
     return Verdict(
@@ -166,6 +189,7 @@ def loop_state(attempts: Sequence[Attempt], roots: Sequence[str]) -> Loop:
     looping = len(failed) >= _LOOP_MIN_FAILURES and not any(
         progressed(a, b) for a, b in pairwise(recent)
     )
+    stuck_at = _reached(recent) if looping else None
     window = None
     if len(failed) >= 2 and failed[0].ended_at and failed[-1].ended_at:
         window = (failed[-1].ended_at - failed[0].ended_at) // 1000
@@ -191,7 +215,44 @@ def loop_state(attempts: Sequence[Attempt], roots: Sequence[str]) -> Loop:
         kind = "same_error"
     else:
         kind = "mixed"
-    return Loop(looping, len(failed), window, kind if len(failed) >= 2 else None, progress)
+    return Loop(
+        looping,
+        len(failed),
+        window,
+        kind if len(failed) >= 2 else None,
+        progress,
+        cause=categories.most_common(1)[0][0],
+        stuck_at_step=stuck_at,
+    )
+
+
+def _reached(generations: Sequence[Mark]) -> int | None:
+    """How far generations that made no progress got: the checkpoint step they resume from
+    and save, or (no checkpoint logged) the furthest step any rank logged."""
+    if any(m.checkpointed for m in generations):
+        return max(max(m.loaded or -1, m.saved or -1) for m in generations)
+    return max((m.furthest for m in generations if m.furthest is not None), default=None)
+
+
+# How a loop's cause reads in its headline; other causes read as the taxonomy's meaning.
+_LOOP_CAUSE = {
+    "maintenance_storm": "host maintenance",
+    "mixed": "different causes",
+}
+
+
+def loop_headline(loop: Loop) -> str:
+    """'Restart loop: 4 generations killed by host maintenance in 1h 19m, no forward progress
+    since step 12000.' — the first thing a reader of a looping experiment needs to know."""
+    cause = _LOOP_CAUSE.get(loop.kind or "") or (
+        CATEGORIES[loop.cause].meaning if loop.cause in CATEGORIES else "failures"
+    )
+    window = f" in {format_duration(loop.window_s * 1000)}" if loop.window_s else ""
+    if loop.stuck_at_step is not None and loop.stuck_at_step >= 0:
+        progress = f"no forward progress since step {loop.stuck_at_step}"
+    else:
+        progress = "no forward progress between them"
+    return f"Restart loop: {loop.restarts} generations killed by {cause}{window}, {progress}."
 
 
 def gpu_hours(attempts: Iterable[Attempt], checkpoint_at: dict[str, int]) -> GpuHours:

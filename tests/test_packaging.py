@@ -93,8 +93,10 @@ def test_wheel_carries_rules_templates_and_schema(tmp_path: Path) -> None:
     for package in CONFIG["packages"]:
         folder = package.replace(".", "/")
         assert any(name.startswith(f"{folder}/") for name in names), package
-        if (ROOT / CONFIG["package-dir"][".".join(package.split(".")[:2])]).joinpath(
-            *package.split(".")[2:], "__init__.py"
-        ).exists():
+        if (
+            (ROOT / CONFIG["package-dir"][".".join(package.split(".")[:2])])
+            .joinpath(*package.split(".")[2:], "__init__.py")
+            .exists()
+        ):
             assert f"{folder}/__init__.py" in names
     assert "whyjob/cli/py.typed" in names
