@@ -2,8 +2,10 @@
 
 An experiment is the thing a researcher names: a PyTorchJob, a JobSet, a Ray cluster, or
 whatever a plain `experiment` label says. Launchers are tried in order; the first whose name
-label is present wins. The list is configurable (`experiments.launchers` in the config file),
-with defaults for the common launchers.
+label is present (and whose `match_labels` hold) wins. The list is configurable
+(`experiments.launchers` in the config file), with defaults for the common launchers, each
+written from the labels its controller really sets (the sources are cited in
+tests/fixtures/launchers/).
 """
 
 from __future__ import annotations
@@ -11,33 +13,75 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = [
     "DEFAULT_LAUNCHERS",
+    "NAME_RANKS",
     "Launcher",
     "Membership",
     "recognise",
 ]
 
+NameRank = Literal["ordinal", "suffix"]
+NAME_RANKS: tuple[NameRank, ...] = ("ordinal", "suffix")
+
 
 @dataclass(frozen=True, slots=True)
 class Launcher:
-    """How one launcher labels its pods."""
+    """How one launcher labels its pods.
+
+    The name and rank labels are looked up in the pod's labels, then its annotations (several
+    controllers write the same keys as both, and some only as annotations); `match_labels` in
+    its labels only.
+    """
 
     name: str  # shown to users: "PyTorchJob", "JobSet", ...
     label: str  # the label whose value names the experiment
     rank_labels: tuple[str, ...] = ()  # joined with "-" to name the rank, e.g. worker-3
     attempt_label: str | None = None  # a label counting whole-job restarts, if the launcher has one
+    # Labels that must carry these values, for launchers that share a name label (all Kubeflow
+    # training operators write training.kubeflow.org/job-name; operator-name tells them apart).
+    match_labels: tuple[tuple[str, str], ...] = ()
+    # How the pod name helps name the rank. "ordinal": its trailing number, when no rank label
+    # is present. "suffix": its last "-" part, added when no rank label value is a number
+    # (pods made with generateName, whose random suffix is all that tells them apart).
+    name_rank: NameRank = "ordinal"
+
+
+_KUBEFLOW_JOB = "training.kubeflow.org/job-name"
+_KUBEFLOW_OPERATOR = "training.kubeflow.org/operator-name"
+_KUBEFLOW_RANK = ("training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index")
+
+
+def _kubeflow(kind: str, controller: str) -> Launcher:
+    """A training-operator v1 job: its controller's name is in the operator-name label."""
+    return Launcher(
+        kind, _KUBEFLOW_JOB, _KUBEFLOW_RANK, match_labels=((_KUBEFLOW_OPERATOR, controller),)
+    )
 
 
 DEFAULT_LAUNCHERS: tuple[Launcher, ...] = (
     Launcher("experiment label", "experiment"),
     Launcher("experiment label", "whyjob.io/experiment"),
+    _kubeflow("PyTorchJob", "pytorchjob-controller"),
+    _kubeflow("TFJob", "tfjob-controller"),
+    _kubeflow("MPIJob", "mpijob-controller"),
+    _kubeflow("PaddleJob", "paddlejob-controller"),
+    _kubeflow("XGBoostJob", "xgboostjob-controller"),
+    _kubeflow("JAXJob", "jaxjob-controller"),
+    _kubeflow("MXJob", "mxjob-controller"),
+    # The standalone mpi-operator (v2beta1) writes the role as job-role, not replica-type.
     Launcher(
-        "PyTorchJob",
-        "training.kubeflow.org/job-name",
-        ("training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index"),
+        "MPIJob",
+        _KUBEFLOW_JOB,
+        ("training.kubeflow.org/job-role", "training.kubeflow.org/replica-index"),
+        match_labels=((_KUBEFLOW_OPERATOR, "mpi-operator"),),
     ),
+    # The job-name label without an operator whyjob knows: some Kubeflow job, kind unknown.
+    Launcher("Kubeflow job", _KUBEFLOW_JOB, _KUBEFLOW_RANK),
+    # Also a Kubeflow Trainer v2 TrainJob: its JobSet has the TrainJob's name, and nothing on
+    # its pods says TrainJob.
     Launcher(
         "JobSet",
         "jobset.sigs.k8s.io/jobset-name",
@@ -49,16 +93,70 @@ DEFAULT_LAUNCHERS: tuple[Launcher, ...] = (
         attempt_label="jobset.sigs.k8s.io/restart-attempt",
     ),
     Launcher(
+        "LeaderWorkerSet",
+        "leaderworkerset.sigs.k8s.io/name",
+        ("leaderworkerset.sigs.k8s.io/group-index", "leaderworkerset.sigs.k8s.io/worker-index"),
+    ),
+    Launcher(
         "VolcanoJob", "volcano.sh/job-name", ("volcano.sh/task-spec", "volcano.sh/task-index")
     ),
-    Launcher("RayCluster", "ray.io/cluster", ("ray.io/node-type",)),
+    # A RayJob's submitter pod; its cluster's pods name only the cluster (<rayjob>-<random>).
+    Launcher(
+        "RayJob",
+        "ray.io/originated-from-cr-name",
+        match_labels=(("ray.io/originated-from-crd", "RayJob"),),
+    ),
+    Launcher(
+        "RayCluster",
+        "ray.io/cluster",
+        ("ray.io/node-type",),
+        match_labels=(("ray.io/node-type", "head"),),
+    ),
+    # Workers: the group, then the replica (and host) index KubeRay >= 1.6 writes; older ones
+    # write none, and the pod name's random suffix tells a group's workers apart.
+    Launcher(
+        "RayCluster",
+        "ray.io/cluster",
+        ("ray.io/group", "ray.io/worker-group-replica-index", "ray.io/replica-host-index"),
+        name_rank="suffix",
+    ),
+    Launcher(
+        "Argo Workflow", "workflows.argoproj.io/workflow", ("workflows.argoproj.io/node-name",)
+    ),
     Launcher("Job", "batch.kubernetes.io/job-name", ("batch.kubernetes.io/job-completion-index",)),
     Launcher("Job", "job-name", ("batch.kubernetes.io/job-completion-index",)),
-    Launcher("MPIJob", "training.kubeflow.org/job-name", ("training.kubeflow.org/replica-type",)),
+    # Kueue last: a pod it admitted for a launcher above is named by that launcher.
+    Launcher(
+        "Kueue pod group", "kueue.x-k8s.io/pod-group-name", ("kueue.x-k8s.io/pod-group-pod-index",)
+    ),
+    Launcher(
+        "Kueue workload",
+        "kueue.x-k8s.io/workload",
+        ("kueue.x-k8s.io/podset",),
+        name_rank="suffix",
+    ),
 )
 
 # A trailing ordinal in a pod name (trainer-worker-3) names the rank when no label does.
 _TRAILING_INDEX = re.compile(r"-(\d+)$")
+
+# Every name label of a launcher list: the few a pod carries are found with one set
+# intersection, and the many pods no launcher claims are turned away by it. Cached by the
+# list's identity for tuples, which cannot change (the entry keeps the tuple alive, so its id
+# is not reused).
+_NAME_KEYS: dict[int, tuple[tuple[Launcher, ...], frozenset[str]]] = {}
+
+
+def _name_keys(launchers: Sequence[Launcher]) -> frozenset[str]:
+    if not isinstance(launchers, tuple):
+        return frozenset(launcher.label for launcher in launchers)
+    entry = _NAME_KEYS.get(id(launchers))
+    if entry is None or entry[0] is not launchers:
+        if len(_NAME_KEYS) > 64:  # launcher lists built over and over: keep the cache small
+            _NAME_KEYS.clear()
+        entry = (launchers, frozenset(launcher.label for launcher in launchers))
+        _NAME_KEYS[id(launchers)] = entry
+    return entry[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +179,28 @@ def recognise(
     """The experiment a pod belongs to, or None when no launcher label is present."""
     labels = labels or {}
     annotations = annotations or {}
+    keys = _name_keys(launchers)
+    present = keys.intersection(labels)
+    if annotations:
+        present |= keys.intersection(annotations)
+    if not present:
+        return None
     for launcher in launchers:
-        name = labels.get(launcher.label)
-        if not name:
+        if launcher.label not in present:
+            continue
+        name = labels.get(launcher.label) or annotations.get(launcher.label)
+        if not name or (
+            launcher.match_labels
+            and any(labels.get(key) != value for key, value in launcher.match_labels)
+        ):
             continue
         parts = [
             value
             for key in launcher.rank_labels
             if (value := labels.get(key) or annotations.get(key)) is not None
         ]
+        if launcher.name_rank == "suffix" and not any(part.isdigit() for part in parts):
+            parts.append(pod_name.rsplit("-", 1)[-1])
         rank = "-".join(parts) if parts else None
         if rank is None and (match := _TRAILING_INDEX.search(pod_name)):
             rank = match.group(1)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from whyjob.core.configfile import TOP_KEYS
 from whyjob.core.errors import ConfigError
-from whyjob.core.experiments import DEFAULT_LAUNCHERS, Launcher
+from whyjob.core.experiments import DEFAULT_LAUNCHERS, NAME_RANKS, Launcher
 
 if TYPE_CHECKING:
     from whyjob.core.index.elastic import ElasticSettings
@@ -107,7 +107,7 @@ class Settings:
 _KNOWN_KEYS = TOP_KEYS
 _LOG_KEYS = {"checkpoint", "progress", "error"}
 _EXPERIMENT_KEYS = {"labels", "launchers"}
-_LAUNCHER_KEYS = {"name", "label", "rank_labels", "attempt_label"}
+_LAUNCHER_KEYS = {"name", "label", "rank_labels", "attempt_label", "match_labels", "name_rank"}
 
 
 def _fail(path: Path, message: str) -> ConfigError:
@@ -140,6 +140,14 @@ def _launchers(path: Path, section: Mapping[str, Any]) -> tuple[Launcher, ...]:
             raise _fail(path, f"unknown key {where}.{sorted(unknown)[0]}")
         if not isinstance(entry.get("label"), str) or not isinstance(entry.get("name"), str):
             raise _fail(path, f"{where} needs a name and a label (strings)")
+        match = entry.get("match_labels", {})
+        if not isinstance(match, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) for k, v in match.items()
+        ):
+            raise _fail(path, f"{where}.match_labels must map label names to string values")
+        name_rank = entry.get("name_rank", "ordinal")
+        if name_rank not in NAME_RANKS:
+            raise _fail(path, f"{where}.name_rank must be one of {', '.join(NAME_RANKS)}")
         custom.append(
             Launcher(
                 name=entry["name"],
@@ -148,6 +156,8 @@ def _launchers(path: Path, section: Mapping[str, Any]) -> tuple[Launcher, ...]:
                     _string_list(path, f"{where}.rank_labels", entry.get("rank_labels", []))
                 ),
                 attempt_label=entry.get("attempt_label"),
+                match_labels=tuple(match.items()),
+                name_rank=name_rank,
             )
         )
     return (*custom, *DEFAULT_LAUNCHERS)
