@@ -12,8 +12,11 @@ sender that sees 200 may forget them, and one that does not may send them again 
 from __future__ import annotations
 
 import hmac
+import socket
 import threading
-from typing import Any
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -23,13 +26,27 @@ from whyjob.collector.live.logs import LogRetention, decode_otlp, otlp_items
 from whyjob.collector.live.sink import Batch, Writer
 from whyjob.collector.live.wire import decode_items
 
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
 __all__ = ["Receiver"]
 
 _MAX_BODY = 64 * 1024 * 1024
+_ROUTES = ("/v1/logs", "/whyjob/v1/items")
 
 
 class _Busy(Exception):
     """The index cannot take records now: answered 503, which senders retry."""
+
+
+class _Refused(Exception):
+    """Answered before the body is read: the status and why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _decoded(body: bytes, encoding: str | None) -> bytes:
@@ -47,7 +64,101 @@ def _decoded(body: bytes, encoding: str | None) -> bytes:
     return out
 
 
+def _failure(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    from starlette.responses import Response
+
+    # Connection: close, so an unread body is never taken for the next request.
+    headers = {**(headers or {}), "Connection": "close"}
+    body = orjson.dumps({"message": message[:500]})
+    return Response(body, status, headers, media_type="application/json")
+
+
+def _app(owner: Receiver) -> Starlette:
+    """The two routes on Starlette; uvicorn serves them (see `Receiver`)."""
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException
+    from starlette.requests import ClientDisconnect
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def body_of(request: Request) -> bytes:
+        given = request.headers.get("Authorization", "").encode("utf-8", "replace")
+        if owner.token and not hmac.compare_digest(given, f"Bearer {owner.token}".encode()):
+            raise _Refused(401, "missing or wrong bearer token")
+        length = request.headers.get("Content-Length")  # the HTTP parser checked its syntax
+        if length is None and "chunked" not in request.headers.get("Transfer-Encoding", ""):
+            raise _Refused(411, "a Content-Length is needed")
+        if length is not None and int(length) > _MAX_BODY:
+            raise _Refused(413, "body too large")
+        body = bytearray()
+        async for chunk in request.stream():  # a chunked body is held to the limit as it comes
+            body += chunk
+            if len(body) > _MAX_BODY:
+                raise _Refused(413, "body too large")
+        return bytes(body)
+
+    async def receive(request: Request) -> Response:
+        path = request.url.path
+        try:
+            body = await body_of(request)
+            # Decoding and the wait for the commit block: off the event loop.
+            answer, kind = await run_in_threadpool(
+                owner.answer,
+                path,
+                body,
+                request.headers.get("Content-Encoding"),
+                request.headers.get("Content-Type", "application/json"),
+            )
+            return Response(answer, 200, media_type=kind)
+        except _Refused as exc:
+            return _failure(exc.status, str(exc))
+        except ClientDisconnect:
+            return Response(status_code=400)  # nobody is there to read it
+        except _Busy as exc:  # retryable: OTLP senders and agents try again later
+            return _failure(503, str(exc), {"Retry-After": "5"})
+        except ValueError as exc:  # the request itself is wrong: sending it again won't help
+            owner.health.error("receiver", f"{path}: {exc}", down=False)
+            return _failure(400, str(exc))
+        except Exception as exc:
+            owner.health.error("receiver", f"{path}: {type(exc).__name__}: {exc}", down=False)
+            return _failure(500, f"{type(exc).__name__}: {exc}")
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)  # unknown paths (404) and methods (405)
+        return _failure(exc.status_code, exc.detail, exc.headers)  # a 405 says Allow: POST
+
+    return Starlette(
+        routes=[Route(path, receive, methods=["POST"]) for path in _ROUTES],
+        exception_handlers={HTTPException: refused},
+    )
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    """A listening socket. Its protocol is named: asyncio turns Nagle's algorithm off only on
+    sockets whose proto is IPPROTO_TCP, and `socket.create_server` leaves it 0, which made
+    every reply wait out the client's delayed ACK (40 ms)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(socket.SOMAXCONN)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class Receiver:
+    """The HTTP server: a Starlette app that uvicorn serves from a thread of its own.
+
+    The socket is bound here, so a port in use fails at construction and `address` is the real
+    one when port 0 was asked for. 2,000 posts of a 100-record batch, records taken at once:
+    about 480 requests/s, as many as the stdlib's ThreadingHTTPServer once Nagle's algorithm
+    was off there too (it was not: 23/s); into a real index both take 150-180/s.
+    """
+
     def __init__(
         self,
         writer: Writer,
@@ -59,88 +170,28 @@ class Receiver:
         port: int = 4318,
         token: str | None = None,
     ) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        import uvicorn
 
-        owner = self
         self.writer, self.health, self.options = writer, health, options
         self.retention = retention
         self.token = token
         self._lock = threading.Lock()  # retention state is shared by the handler threads
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                path = self.path.split("?")[0]
-                try:
-                    given = self.headers.get("Authorization", "").encode("utf-8", "replace")
-                    if owner.token and not hmac.compare_digest(
-                        given, f"Bearer {owner.token}".encode()
-                    ):
-                        self._fail(401, "missing or wrong bearer token")
-                        return
-                    try:
-                        length = int(self.headers.get("Content-Length") or "")
-                    except ValueError:
-                        self._fail(411, "a Content-Length is needed")
-                        return
-                    if not 0 <= length <= _MAX_BODY:
-                        self._fail(413, "body too large")
-                        return
-                    body = _decoded(self.rfile.read(length), self.headers.get("Content-Encoding"))
-                    kind = self.headers.get("Content-Type", "application/json")
-                    if path == "/v1/logs":
-                        answer = owner.logs(body, kind)
-                        self._reply(
-                            200,
-                            answer,
-                            "application/x-protobuf" if "protobuf" in kind else "application/json",
-                        )
-                    elif path == "/whyjob/v1/items":
-                        stored = owner.items(body)
-                        self._reply(200, orjson.dumps({"received": stored}), "application/json")
-                    else:
-                        self._fail(404, "not found")
-                except _Busy as exc:  # retryable: OTLP senders and agents try again later
-                    self._fail(503, str(exc), retry_after=5)
-                except (
-                    ValueError
-                ) as exc:  # the request itself is wrong: sending it again won't help
-                    owner.health.error("receiver", f"{path}: {exc}", down=False)
-                    self._fail(400, str(exc))
-                except Exception as exc:
-                    owner.health.error(
-                        "receiver", f"{path}: {type(exc).__name__}: {exc}", down=False
-                    )
-                    self._fail(500, f"{type(exc).__name__}: {exc}")
-
-            def _fail(self, code: int, message: str, retry_after: int | None = None) -> None:
-                self.close_connection = (
-                    True  # an unread body must not be taken for the next request
-                )
-                headers = {"Retry-After": str(retry_after)} if retry_after else {}
-                self._reply(
-                    code, orjson.dumps({"message": message[:500]}), "application/json", headers
-                )
-
-            def _reply(
-                self, code: int, body: bytes, kind: str, headers: dict[str, str] | None = None
-            ) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._socket = _bound(host, port)
+        config = uvicorn.Config(
+            _app(self),
+            log_level="warning",
+            log_config=None,  # the collecting process's logging is not uvicorn's to configure
+            access_log=False,
+            lifespan="off",
+            proxy_headers=False,
+            server_header=False,
+        )
+        self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="whyjob-receiver", daemon=True
+            target=self._server.run,
+            kwargs={"sockets": [self._socket]},
+            name="whyjob-receiver",
+            daemon=True,
         )
         self._stop = threading.Event()
         self._flusher = threading.Thread(
@@ -149,22 +200,41 @@ class Receiver:
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self._server.server_address[:2]
+        host, port = self._socket.getsockname()[:2]
         return str(host), int(port)
 
     def start(self) -> Receiver:
         self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:  # uvicorn offers no event to wait on
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the receiver on {self.address} did not start")
+            time.sleep(0.01)
         self._flusher.start()
         return self
 
     def stop(self) -> None:
+        """Stops taking connections, lets requests under way finish, and keeps the log tails."""
         self._stop.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join()
+        self._socket.close()
         with self._lock:
             tails = self.retention.flush_all()
         if tails:
             self.writer.put(Batch("otlp", "receiver:otlp", tails))
+
+    def answer(
+        self, path: str, body: bytes, encoding: str | None, content_type: str
+    ) -> tuple[bytes, str]:
+        """What a route answers once the body is in, and its content type."""
+        body = _decoded(body, encoding)
+        if path == "/v1/logs":
+            protobuf = "protobuf" in content_type
+            kind = "application/x-protobuf" if protobuf else "application/json"
+            return self.logs(body, content_type), kind
+        return orjson.dumps({"received": self.items(body)}), "application/json"
 
     def _commit(self, source: str, items: list[Item]) -> None:
         done = threading.Event()

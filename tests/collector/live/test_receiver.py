@@ -201,10 +201,19 @@ def test_gzip_bodies_and_lengths_the_receiver_cannot_take(
     assert connection.getresponse().status == 200  # the otlphttp exporter's default encoding
     connection.close()
     assert ("log.error", "ValueError: bad batch") in _lines(index)
-    connection = http.client.HTTPConnection("127.0.0.1", server.address[1], timeout=10)
-    connection.putrequest("POST", "/v1/logs")
-    connection.putheader("Authorization", "Bearer s3cret")
-    connection.putheader("Content-Length", "-1")
-    connection.endheaders()
-    assert connection.getresponse().status == 413
-    connection.close()
+
+    def status_for(length: str | None) -> int:
+        """The answer to headers alone: the body is refused before any of it is sent."""
+        connection = http.client.HTTPConnection("127.0.0.1", server.address[1], timeout=10)
+        connection.putrequest("POST", "/v1/logs")
+        connection.putheader("Authorization", "Bearer s3cret")
+        if length is not None:
+            connection.putheader("Content-Length", length)
+        connection.endheaders()
+        status = connection.getresponse().status
+        connection.close()
+        return status
+
+    assert status_for(str(64 * 1024 * 1024 + 1)) == 413
+    assert status_for(None) == 411
+    assert status_for("-1") == 400  # not a length at all: the HTTP parser refuses it
