@@ -288,7 +288,10 @@ class MetricsServer:
             ]
         )
         # No access log: scrapes and probes every few seconds would drown the process's own.
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        # log_config=None: the process's logging is its own, not reconfigured per endpoint.
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="off", log_config=None
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run,
