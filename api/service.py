@@ -31,7 +31,7 @@ import orjson
 
 from whyjob.api.access import Principal
 from whyjob.core.errors import IndexProblem, NotFound
-from whyjob.core.evidence import parse_id
+from whyjob.core.evidence import evidence_document, parse_id
 from whyjob.core.index import ChangeWatch, Index, open_index
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.engine import explain_experiment
@@ -417,20 +417,7 @@ class Service:
                 raise NotFound(f"no evidence {public_id!r}")
             record = found[0]
             raw = index.raw(number)
-        document = {
-            "id": record.public_id,
-            "at": format_ts(record.ts, precise=True),
-            "end": format_ts(record.ts_end, precise=True) if record.ts_end is not None else None,
-            "source": record.source,
-            "kind": record.kind,
-            "severity": record.severity,
-            "message": record.message,
-            "entities": record.entities(),
-            "attrs": record.attrs,
-            "origin": record.origin,
-        }
-        document["raw"] = raw.decode("utf-8", "replace") if raw is not None else None
-        return document
+        return evidence_document(record, raw)
 
     def _visible(self, index: Index, principal: Principal, record: Any) -> bool:
         if principal.everything:

@@ -13,6 +13,7 @@ from whyjob.cli import (
     bench,
     collect_cmd,
     commands,
+    completion,
     diagnose_cmd,
     fleet_cmd,
     ingest_cmd,
@@ -38,6 +39,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
+    cls=completion.WhyjobGroup,
 )
 
 
@@ -97,5 +99,6 @@ app.command("show")(inspect_cmd.show)
 app.command("quarantine")(inspect_cmd.quarantine)
 app.command("stats")(inspect_cmd.stats)
 app.command("prune")(inspect_cmd.prune)
+app.command("completion")(completion.completion)
 app.add_typer(rules_cmd.app, name="rules")
 app.add_typer(bench.app, name="bench")

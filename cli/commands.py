@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from whyjob.cli.completion import experiment_names
+from whyjob.cli.output import Format, OutputOption, choose, emit, use_color
 from whyjob.cli.state import fail, state_of
 
 __all__ = ["explain", "load_ruleset"]
@@ -30,7 +32,8 @@ def explain(
     experiment: Annotated[
         str,
         typer.Argument(
-            help="The experiment's name (a job, JobSet, Ray cluster or `experiment` label)."
+            help="The experiment's name (a job, JobSet, Ray cluster or `experiment` label).",
+            autocompletion=experiment_names,
         ),
     ],
     namespace: Annotated[
@@ -44,6 +47,7 @@ def explain(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the Explanation as JSON (docs/explanation.md).")
     ] = False,
+    output: OutputOption = None,
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print Markdown, for an issue or a notebook.")
     ] = False,
@@ -62,11 +66,14 @@ def explain(
         ),
     ] = None,
 ) -> None:
-    """Explain what happened to an experiment: every attempt, why it ended, and the evidence."""
+    """Explain what happened to an experiment: every attempt, why it ended, and the evidence.
+    Exit 0 (whatever happened to it), 3 when no experiment has that name, 2 when it is
+    ambiguous (give --namespace or --cluster), 1 without an index."""
     from whyjob.core.errors import WhyjobError
     from whyjob.explain.engine import explain_experiment
     from whyjob.explain.render import render_markdown, render_text
 
+    fmt = choose(output, as_json)
     state = state_of(ctx)
     ruleset = load_ruleset(ctx, rules)
     with state.open_index(readonly=True) as index:
@@ -85,15 +92,15 @@ def explain(
             sys.stderr.write(
                 f"whyjob: sent {sent} spans to {otlp} (trace {trace_id_of(explanation):032x})\n"
             )
-    if as_json:
-        import orjson
-
-        sys.stdout.buffer.write(
-            orjson.dumps(explanation.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
-        )
+    if fmt.data:
+        emit(explanation.to_json(), fmt)
     elif markdown:
         sys.stdout.write(render_markdown(explanation))
     else:
         sys.stdout.write(
-            render_text(explanation, timeline_limit=timeline, color=sys.stdout.isatty())
+            render_text(
+                explanation,
+                timeline_limit=-1 if fmt is Format.wide else timeline,
+                color=use_color(),
+            )
         )

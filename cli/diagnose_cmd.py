@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from whyjob.cli.commands import load_ruleset
+from whyjob.cli.output import OutputOption, choose, emit
 from whyjob.cli.state import fail
 
 __all__ = ["diagnose"]
@@ -27,18 +28,21 @@ def diagnose(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the diagnosis as JSON (whyjob.diagnosis/v1).")
     ] = False,
+    output: OutputOption = None,
     rules: Annotated[
         list[Path] | None, typer.Option("--rules", help="Extra rule file or folder (repeatable).")
     ] = None,
 ) -> None:
     """Diagnose one pod from pasted text: container logs, dmesg or journal lines, pod JSON or
     YAML, `kubectl describe pod`, `kubectl get events|pods` (tables or JSON), termination
-    handler or autoscaler logs, in any mix. Nothing is stored."""
+    handler or autoscaler logs, in any mix. Nothing is stored. Exit 0, 2 for empty or
+    unreadable input."""
     from whyjob.cli.pasted import read_pasted
     from whyjob.cli.state import state_of
     from whyjob.collector.ingest.base import IngestOptions
     from whyjob.explain.diagnosis import diagnose as run
 
+    fmt = choose(output, as_json)
     settings = state_of(ctx).settings
     now = int(time.time() * 1000)
     options = IngestOptions(
@@ -62,12 +66,8 @@ def diagnose(
     for origin, line, reason in pasted.skipped:
         sys.stderr.write(f"whyjob: {origin}:{line or '-'}: skipped: {reason}\n")
     diagnosis = run(pasted.records, pasted.pods, load_ruleset(ctx, rules), undated=now)
-    if as_json:
-        import orjson
-
-        sys.stdout.buffer.write(
-            orjson.dumps(diagnosis.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
-        )
+    if fmt.data:
+        emit(diagnosis.to_json(), fmt)
         return
     out = sys.stdout
     out.write(

@@ -3,13 +3,13 @@ across every experiment in the index, and the fleet's analytics."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from whyjob.cli.commands import load_ruleset
+from whyjob.cli.output import Format, OutputOption, choose, emit
 from whyjob.cli.state import fail, state_of
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ Until = Annotated[
         show_default=False,
     ),
 ]
-AsJson = Annotated[bool, typer.Option("--json", help="Print whyjob.fleet/v1 JSON.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print whyjob.fleet/v1 JSON (-o json).")]
 
 
 def _fleet(ctx: typer.Context, since: str, until: str | None) -> Fleet:
@@ -95,18 +95,20 @@ def nodes(
     until: Until = None,
     limit: Annotated[int, typer.Option("--limit", help="How many nodes, most harmful first.")] = 20,
     as_json: AsJson = False,
+    output: OutputOption = None,
 ) -> None:
     """The nodes that keep killing jobs, most harmful first: hardware-class failures (Xid,
     NotReady), then GPU-hours lost to causes the infrastructure owns, then failed runs; with
     the patterns to act on (a lemon node, a GPU repeating an Xid, failed health checks).
     With NODE, that node's history: notices, faults, NotReady, the runs that died on it.
     Exit 0, or 1 when NODE is not in the index's window, 3 when the index has no experiments."""
+    fmt = choose(output, as_json)
     fleet = _fleet(ctx, since, until)
     if node is not None:
-        _one_node(ctx, fleet, node, as_json)
+        _one_node(ctx, fleet, node, fmt)
         return
-    if as_json:
-        typer.echo(json.dumps(fleet.to_json(), indent=2))
+    if fmt.data:
+        emit(fleet.to_json(), fmt)
         return
     typer.echo(_heading(fleet))
     if not fleet.nodes:
@@ -149,20 +151,20 @@ def nodes(
         typer.echo(f"({len(fleet.nodes) - limit} more nodes: --limit)")
 
 
-def _one_node(ctx: typer.Context, fleet: Fleet, node: str, as_json: bool) -> None:
+def _one_node(ctx: typer.Context, fleet: Fleet, node: str, fmt: Format) -> None:
     from whyjob.core.timeutil import format_ts
     from whyjob.explain.nodehistory import node_history
 
     with state_of(ctx).open_index(readonly=True) as index:
         history = node_history(index, load_ruleset(ctx), fleet, node)
     known = bool(history.entries) or fleet.node(node) is not None
-    if as_json:
-        typer.echo(json.dumps(history.to_json(), indent=2))
+    if fmt.data:
+        emit(history.to_json(), fmt)
     elif not known:
         typer.echo(
             f"nothing about node {node} from {format_ts(fleet.since)} to {format_ts(fleet.until)}"
         )
-    if as_json or not known:
+    if fmt.data or not known:
         raise typer.Exit(0 if known else 1)
     health = history.health
     kind = " ".join(x for x in (health.pool, health.instance_type) if x)
@@ -190,13 +192,15 @@ def gpus(
     until: Until = None,
     limit: Annotated[int, typer.Option("--limit", help="How many GPUs, most harmful first.")] = 20,
     as_json: AsJson = False,
+    output: OutputOption = None,
 ) -> None:
     """The GPUs that keep failing, most harmful first: runs they ended, hardware-class faults
     (Xid, ECC, NVLink) and the GPU-hours lost; an Xid repeating within 24 h marks a reset or
     RMA candidate. Exit 0, or 3 when the index has no experiments."""
+    fmt = choose(output, as_json)
     fleet = _fleet(ctx, since, until)
-    if as_json:
-        typer.echo(json.dumps(fleet.to_json(), indent=2))
+    if fmt.data:
+        emit(fleet.to_json(), fmt)
         return
     typer.echo(_heading(fleet))
     if not fleet.gpus:

@@ -186,15 +186,26 @@ def _progress(paths: list[str], quiet: bool) -> Iterator[ProgressHook | None]:
     if quiet or not sys.stderr.isatty() or total < _PROGRESS_MIN_BYTES:
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(
-        "importing", BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True
+        "importing",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.description}"),
+        transient=True,
     ) as bar:
-        task = bar.add_task("import", total=total)
+        task = bar.add_task("", total=total)
 
-        def update(done: int, whole: int) -> None:
-            bar.update(task, completed=done, total=max(whole, 1))
+        def update(done: int, whole: int, origin: str, records: int) -> None:
+            name = origin if len(origin) <= 40 else "…" + origin[-39:]
+            bar.update(
+                task,
+                completed=done,
+                total=max(whole, 1),
+                description=f"{name}: {records:,} records",
+            )
 
         yield update
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from whyjob.cli.commands import load_ruleset
+from whyjob.cli.output import Format, OutputOption, choose, emit
 from whyjob.cli.state import fail, state_of
 
 __all__ = ["preflight"]
@@ -34,6 +35,7 @@ def preflight(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print whyjob.preflight/v1 JSON, a list of nodes.")
     ] = False,
+    output: OutputOption = None,
     server: Annotated[
         str | None,
         typer.Option(
@@ -55,9 +57,10 @@ def preflight(
     from whyjob.explain.preflight import preflight_defaults
     from whyjob.explain.ruleset import parse_duration
 
+    fmt = choose(output, as_json)
     if server:
         documents = [_ask(server, node, window, lookback, at) for node in nodes]
-        _report(documents, as_json)
+        _report(documents, fmt)
         return
     state = state_of(ctx)
     try:
@@ -73,13 +76,13 @@ def preflight(
             check_node(index, rules, node, now=now, window_ms=window_ms, lookback_ms=lookback_ms)
             for node in nodes
         ]
-    _report([r.to_json() for r in results], as_json)
+    _report([r.to_json() for r in results], fmt)
 
 
-def _report(documents: list[dict[str, Any]], as_json: bool) -> None:
+def _report(documents: list[dict[str, Any]], fmt: Format) -> None:
     """Print the answers and exit 1 if any node is unsafe, else 2 if any is unknown, else 0."""
-    if as_json:
-        typer.echo(json.dumps(documents, indent=2))
+    if fmt.data:
+        emit(documents, fmt)
     else:
         for doc in documents:
             typer.echo(f"{doc['node']}: {doc['verdict'].upper()} (as of {doc['at']})")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from whyjob.cli.output import JsonFlag, OutputOption, choose, emit
 from whyjob.cli.state import fail, state_of
 
 if TYPE_CHECKING:
@@ -43,9 +44,31 @@ def list_rules(
     signals: Annotated[
         bool, typer.Option("--signals", help="List the signals instead of the explanations.")
     ] = False,
+    output: OutputOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """The explanations in the order they rank (grade, then priority), or the signals."""
+    """The explanations in the order they rank (grade, then priority), or the signals.
+    Exit 0, 2 when a rule file is wrong."""
+    fmt = choose(output, as_json)
     rules = _load(ctx, paths)
+    if fmt.data:
+        emit(
+            {
+                "schema": "whyjob.rules/v1",
+                "version": rules.version,
+                "explanations": [
+                    {"id": r.id, "category": r.category, "grade": r.grade,
+                     "priority": r.priority, "origin": r.origin}
+                    for r in rules.explanations
+                ],
+                "signals": [
+                    {"id": s.id, "kinds": sorted(s.kinds), "origin": s.origin}
+                    for s in sorted(rules.signals.values(), key=lambda s: s.id)
+                ],
+            },
+            fmt,
+        )  # fmt: skip
+        return
     if signals:
         for signal in sorted(rules.signals.values(), key=lambda s: s.id):
             typer.echo(f"{signal.id:<28} {','.join(sorted(signal.kinds)):<32} {signal.origin}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
 import threading
 from typing import Annotated
@@ -45,6 +47,12 @@ def serve(
     except (WhyjobError, ValueError) as exc:
         fail(str(exc), getattr(exc, "exit_code", 2))
     address, number = served.listen
+    try:
+        # Bound before anything is said or started: a busy port is the first and only line.
+        listener = socket.create_server((address, number))
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        fail(f"cannot listen on {address}:{number}: {reason}", 1)
     for note in served.notes:
         sys.stderr.write(f"whyjob serve: {note}\n")
     stop = threading.Event()
@@ -62,7 +70,10 @@ def serve(
     try:
         # proxy_headers=False: the client address must be the connection's own, or the trusted
         # proxy check would believe an X-Forwarded-For anyone can send.
-        uvicorn.run(served.app, host=address, port=number, log_level="warning", proxy_headers=False)
+        server = uvicorn.Server(
+            uvicorn.Config(served.app, log_level="warning", proxy_headers=False)
+        )
+        server.run(sockets=[listener])
     finally:
         stop.set()
         if watch.is_alive():  # let it end its round and give the Lease up

@@ -51,6 +51,16 @@ class State:
         except WhyjobError as exc:
             fail(str(exc), exc.exit_code)
 
+    def require_index(self) -> None:
+        """Fail as a reader would when the SQLite file is not there, for the commands that
+        open it writable but have nothing to add (search would otherwise create one)."""
+        location = self.settings.location
+        if isinstance(location, Path) and not location.exists():
+            fail(
+                f"no index at {location}: ingest something first (`whyjob ingest PATH`) "
+                "or point --index / WHYJOB_INDEX at an existing one"
+            )
+
     def open_index_to_keep(self) -> Index:
         """Writable, to keep what is derived for the next call, where the index allows it; a
         read-only file or mount still answers, keeping nothing."""

@@ -13,10 +13,13 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from whyjob.core.timeutil import format_ts
+
 __all__ = [
     "ENTITY_KEYS",
     "Evidence",
     "Severity",
+    "evidence_document",
     "evidence_id",
     "format_id",
     "parse_id",
@@ -121,3 +124,21 @@ class Evidence:
     def entities(self) -> dict[str, str]:
         """The entity keys that are set, by name."""
         return {k: v for k in ENTITY_KEYS if (v := getattr(self, k)) is not None}
+
+
+def evidence_document(record: Evidence, raw: bytes | None = None) -> dict[str, Any]:
+    """One record as `whyjob show -o json` and GET /api/v1/evidence/{id} give it (schema
+    core/schema/records.v1.json); `raw` is the source's bytes, decoded, when given."""
+    return {
+        "id": record.public_id,
+        "at": format_ts(record.ts, precise=True),
+        "end": format_ts(record.ts_end, precise=True) if record.ts_end is not None else None,
+        "source": record.source,
+        "kind": record.kind,
+        "severity": record.severity,
+        "message": record.message,
+        "entities": record.entities(),
+        "attrs": record.attrs,
+        "origin": record.origin,
+        "raw": raw.decode("utf-8", "replace") if raw is not None else None,
+    }

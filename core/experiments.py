@@ -49,6 +49,7 @@ class Launcher:
     name_rank: NameRank = "ordinal"
 
 
+_KUBERNETES_RANK = ("batch.kubernetes.io/job-completion-index", "apps.kubernetes.io/pod-index")
 _KUBEFLOW_JOB = "training.kubeflow.org/job-name"
 _KUBEFLOW_OPERATOR = "training.kubeflow.org/operator-name"
 _KUBEFLOW_RANK = ("training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index")
@@ -62,8 +63,10 @@ def _kubeflow(kind: str, controller: str) -> Launcher:
 
 
 DEFAULT_LAUNCHERS: tuple[Launcher, ...] = (
-    Launcher("experiment label", "experiment"),
-    Launcher("experiment label", "whyjob.io/experiment"),
+    # A plain label names no launcher's ranks; Kubernetes' own index labels do (an Indexed
+    # Job's completion index, a StatefulSet's pod index), else the pod name's trailing number.
+    Launcher("experiment label", "experiment", _KUBERNETES_RANK),
+    Launcher("experiment label", "whyjob.io/experiment", _KUBERNETES_RANK),
     _kubeflow("PyTorchJob", "pytorchjob-controller"),
     _kubeflow("TFJob", "tfjob-controller"),
     _kubeflow("MPIJob", "mpijob-controller"),

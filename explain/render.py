@@ -7,6 +7,7 @@ be checked and the timeline follow, each line pointing at evidence ids (`whyjob 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -112,7 +113,7 @@ def _context(explanation: Explanation, timeline_limit: int) -> dict[str, Any]:
             a.category for a in attempts if a.failed and a.category != "peer.failure"
         ),
         "collateral": collateral,
-        "collateral_names": _names(a.rank or a.pod for a in collateral),
+        "collateral_names": _names(collateral),
         "owners": OWNERS,
         "short_ids": short_ids,
         "failed_attempts": [a for a in attempts if a.failed and a.category != "peer.failure"],
@@ -129,12 +130,25 @@ OWNERS: Final = {"infra": "owner: infra", "platform": "owner: platform", "user":
 _NAMES_SHOWN: Final = 8
 
 
-def _names(names: Iterable[str]) -> str:
-    """Ranks (or pods) once each, in order; a long list ends with how many more there are."""
-    unique = list(dict.fromkeys(names))
-    shown = ", ".join(unique[:_NAMES_SHOWN])
-    more = len(unique) - _NAMES_SHOWN
+def _names(attempts: Iterable[Attempt]) -> str:
+    """'ranks 0, 1, 3' (each once, in natural order), then the pods no rank names; a long
+    list ends with how many more there are."""
+    runs = list(attempts)
+    ranks = sorted({a.rank for a in runs if a.rank}, key=_natural)
+    pods = list(dict.fromkeys(a.pod for a in runs if not a.rank))
+    words = ranks + pods
+    shown = ", ".join(words[:_NAMES_SHOWN])
+    if ranks:
+        shown = f"rank{'s' if len(ranks) > 1 else ''} {shown}"
+    more = len(words) - _NAMES_SHOWN
     return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _natural(text: str) -> tuple[tuple[int, str], ...]:
+    """worker-2 before worker-10."""
+    return tuple(
+        (int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", text)
+    )
 
 
 def _focus(explanation: Explanation, limit: int) -> list[Any]:

@@ -68,7 +68,10 @@ class IngestSummary:
 
 
 RejectHook = Callable[[str, str], None]
-ProgressHook = Callable[[int, int], None]
+# (bytes of the files done, bytes of all files, the file being read, its records so far):
+# called as each file starts and ends and after every batch, so a big file shows its records
+# moving while the bar by bytes waits for it to end.
+ProgressHook = Callable[[int, int, str, int], None]
 
 
 def _expand(paths: Sequence[str]) -> Iterator[tuple[str, Path | None, bool]]:
@@ -149,6 +152,7 @@ class Ingestor:
         self.options = options
         self.on_reject = on_reject
         self.on_progress = on_progress
+        self._at = (0, 0)  # bytes done before the current file, bytes of all files
 
     # -- files -------------------------------------------------------------------------------
 
@@ -185,6 +189,9 @@ class Ingestor:
                     )
                     summary.files.append(result)
                     continue
+            self._at = (done, total)
+            if self.on_progress:
+                self.on_progress(done, total, origin, 0)
             with telemetry.span("whyjob.ingest.file", file=origin, bytes=len(data)) as current:
                 result = self.ingest_bytes(origin, data, mtime, explicit=explicit)
                 if current is not None:
@@ -194,7 +201,7 @@ class Ingestor:
             summary.files.append(result)
             done += path.stat().st_size if path is not None else 0
             if self.on_progress:
-                self.on_progress(done, total)
+                self.on_progress(done, total, origin, result.read)
         summary.seconds = time.perf_counter() - started
         return summary
 
@@ -277,6 +284,8 @@ class Ingestor:
         result.stored += stored
         result.duplicate += len(batch) - stored
         batch.clear()
+        if self.on_progress:
+            self.on_progress(*self._at, result.origin, result.read)
 
     def _store(
         self,

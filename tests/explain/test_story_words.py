@@ -83,6 +83,7 @@ def test_collateral_runs_under_an_experiment_label_are_named(
 ) -> None:
     explanation = _explain(tmp_path, "xid79", 15, rules)  # a plain `experiment` label
     assert explanation.experiment.launcher == "experiment label"
+    assert all(a.rank for a in explanation.attempts)  # an Indexed Job's completion index
     collateral = [a for a in explanation.attempts if a.category == "peer.failure"]
     assert collateral
     line = next(s for s in render_text(explanation).splitlines() if "collateral:" in s)
