@@ -18,7 +18,7 @@ as control characters: an unescaped `<!channel>` in a log line would ping a whol
 
 from __future__ import annotations
 
-import hmac
+import copy
 import logging
 import re
 import sqlite3
@@ -34,7 +34,11 @@ from typing import Any, Literal, Protocol
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.signature import SignatureVerifier
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+from slack_sdk.signature import Clock, SignatureVerifier
 from slack_sdk.web import SlackResponse
 
 from whyjob.core.errors import WhyjobError
@@ -685,13 +689,11 @@ class Sent:
     error: str | None = None
 
 
-def _retry_after(error: SlackApiError) -> float | None:
-    """Seconds Slack asked us to wait, when the error is its HTTP 429; else None."""
-    response = error.response
-    if getattr(response, "status_code", None) != 429:
+def _wait_asked(status: int | None, headers: Mapping[str, Any] | None) -> float | None:
+    """Seconds Slack asked us to wait, when it answered HTTP 429; else None."""
+    if status != 429:
         return None
-    headers = getattr(response, "headers", None) or {}
-    for key, value in dict(headers).items():
+    for key, value in dict(headers or {}).items():
         if str(key).lower() == "retry-after":
             raw = value[0] if isinstance(value, list | tuple) and value else value
             try:
@@ -699,6 +701,48 @@ def _retry_after(error: SlackApiError) -> float | None:
             except (TypeError, ValueError):
                 return 1.0
     return 1.0
+
+
+def _retry_after(error: SlackApiError) -> float | None:
+    response = error.response
+    return _wait_asked(getattr(response, "status_code", None), getattr(response, "headers", None))
+
+
+class _WaitOutRateLimit(RateLimitErrorRetryHandler):
+    """slack_sdk's 429 retry, once, waiting exactly Retry-After, and only when that is at most
+    `max_wait`: a longer wait is reported instead, since the notifier's lock is held meanwhile.
+    (The stock handler sleeps any Retry-After, plus up to a second of jitter.)"""
+
+    def __init__(self, max_wait: float, sleep: Callable[[float], None]) -> None:
+        super().__init__(max_retry_count=1)
+        self.max_wait = max_wait
+        self.sleep = sleep
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        wait = _wait_asked(response.status_code, response.headers) if response else None
+        return wait is not None and wait <= self.max_wait
+
+    def prepare_for_next_attempt(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        assert response is not None  # _can_retry said yes to a 429 answer
+        wait = _wait_asked(response.status_code, response.headers) or 0.0
+        _log.info("Slack rate limited us; retrying in %gs", wait)
+        self.sleep(wait)
+        state.next_attempt_requested = True
+        state.increment_current_attempt()
 
 
 def _describe(error: Exception) -> str:
@@ -716,7 +760,8 @@ class SlackNotifier:
 
     `per_channel_per_minute` is the token bucket of each destination (burst and refill per
     minute); Slack itself allows about one message per second per channel. When Slack answers
-    429 the call waits `Retry-After` (at most `max_retry_wait` seconds) and retries once.
+    429 the call waits `Retry-After` (at most `max_retry_wait` seconds) and retries once: a
+    slack_sdk retry handler on the notifier's copy of the client.
     Calls are serialised by a lock: the bucket, the thread map and the claims stay consistent;
     run it off the request path, since a 429 wait holds the lock. Delivery is at most once: an
     attempt is claimed in the store before it is posted, so a crash in between loses that one
@@ -736,12 +781,16 @@ class SlackNotifier:
     ) -> None:
         if per_channel_per_minute < 1:
             raise ValueError("per_channel_per_minute must be at least 1")
-        self._client = client
+        # A copy that also waits out a 429: the caller's client (shared with the loop alerts'
+        # sinks) keeps its own retry handlers.
+        self._client = copy.copy(client)
+        self._client.retry_handlers = [
+            *client.retry_handlers,
+            _WaitOutRateLimit(max_retry_wait, sleep),
+        ]
         self._store = store
         self._per_minute = per_channel_per_minute
         self._clock = clock
-        self._sleep = sleep
-        self._max_wait = max_retry_wait
         self._broadcast = reply_broadcast
         self._buckets: dict[str, _Bucket] = {}
         self._channels: dict[str, str] = {}  # destination key -> channel id (DMs resolved once)
@@ -812,24 +861,10 @@ class SlackNotifier:
             bucket = self._buckets[key] = _Bucket(self._per_minute, self._clock)
         return bucket
 
-    def _call(self, request: Callable[[], SlackResponse]) -> SlackResponse:
-        """One Slack call; on HTTP 429 wait Retry-After and try once more."""
-        try:
-            return request()
-        except SlackApiError as error:
-            wait = _retry_after(error)
-            if wait is None or wait > self._max_wait:
-                raise
-            _log.info("Slack rate limited us; retrying in %gs", wait)
-            self._sleep(wait)
-            return request()
-
     def _post(self, channel: str, **message: Any) -> SlackResponse:
         """chat.postMessage without link previews: the timeline link would unfurl a login page."""
-        return self._call(
-            lambda: self._client.chat_postMessage(
-                channel=channel, unfurl_links=False, unfurl_media=False, **message
-            )
+        return self._client.chat_postMessage(
+            channel=channel, unfurl_links=False, unfurl_media=False, **message
         )
 
     def _resolve(self, destination: Destination) -> str:
@@ -841,9 +876,9 @@ class SlackNotifier:
             return cached
         user = destination.target
         if destination.kind == "email":
-            found = self._call(lambda: self._client.users_lookupByEmail(email=destination.target))
+            found = self._client.users_lookupByEmail(email=destination.target)
             user = str(found["user"]["id"])
-        opened = self._call(lambda: self._client.conversations_open(users=user))
+        opened = self._client.conversations_open(users=user)
         channel = str(opened["channel"]["id"])
         self._channels[destination.key] = channel
         return channel
@@ -1010,19 +1045,29 @@ def verify_request(
         )
     if not signature.startswith("v0="):
         raise MalformedRequest("X-Slack-Signature is not a v0 signature")
-    # slack_sdk's own verifier computes the v0 signature, so the base string stays Slack's.
+    if not signature.isascii():  # hmac.compare_digest refuses non-ASCII str with a TypeError
+        raise BadSignature("X-Slack-Signature does not match the body and signing secret")
+    # slack_sdk's verifier checks it (Slack's base string, a constant-time comparison, the same
+    # five minutes); the checks above only say which of its refusals this is.
+    verifier = SignatureVerifier(signing_secret, clock=_At(now))
     try:
-        expected = SignatureVerifier(signing_secret).generate_signature(
-            timestamp=timestamp, body=body
-        )
+        valid = verifier.is_valid(body=body, timestamp=timestamp, signature=signature)
     except UnicodeDecodeError:  # slack_sdk decodes the body; Slack only ever sends UTF-8
         raise BadSignature("the body is not UTF-8, so Slack did not sign it") from None
-    if expected is None or not hmac.compare_digest(
-        expected.encode(), signature.encode("utf-8", "replace")
-    ):
+    if not valid:
         raise BadSignature("X-Slack-Signature does not match the body and signing secret")
-    if not seen.remember(expected, sent_at, now):
+    if not seen.remember(signature, sent_at, now):
         raise ReplayedRequest("this signed request was already received")
+
+
+class _At(Clock):
+    """slack_sdk's clock, read at the caller's `now` (tests and the handler pass their own)."""
+
+    def __init__(self, now: float) -> None:
+        self._now = now
+
+    def now(self) -> float:
+        return self._now
 
 
 # -- the slash command -----------------------------------------------------------------------
