@@ -106,9 +106,41 @@ def demo(
             ).ingest([str(folder)])
         sys.stdout.write(
             f"simulated {scenario!r} (seed {seed}): {summary.total('stored'):,} records from "
-            f"{len(summary.files)} files into {path}\n"
-            f"$ whyjob --index {path} {truth.experiment_name}\n\n"
+            f"{len(summary.files)} files into {path}\n\n"
         )
     from whyjob.cli.commands import explain
 
     explain(ctx, truth.experiment_name, truth.experiment_namespace)
+    sys.stdout.write(_next_steps(path, truth.experiment_name))
+
+
+def _next_steps(index: Path, experiment: str) -> str:
+    """The exact commands that go on from here: whyjob on PATH when it is not, and this demo's
+    index (kept apart from real evidence) named for the commands that follow."""
+    import os
+    import shutil
+
+    here = Path(sys.argv[0]).resolve().parent
+    found = shutil.which("whyjob")
+    exports = []
+    if found is None or Path(found).resolve().parent != here:
+        folder = str(here)
+        if here.is_relative_to(Path.cwd()):
+            folder = f"$PWD/{here.relative_to(Path.cwd())}"
+        exports.append(f'PATH="{folder}:$PATH"')
+    home = Path.home()
+    shown = f"~/{index.relative_to(home)}" if index.is_relative_to(home) else str(index)
+    if os.environ.get("WHYJOB_INDEX") != str(index):
+        exports.append(f"WHYJOB_INDEX={shown}")
+    lines = ["", "Next, in this shell:"]
+    if exports:
+        lines.append(f"  export {' '.join(exports)}")
+    steps = [
+        (f"whyjob {experiment} --timeline 0", "the story again, without the timeline"),
+        (f"whyjob {experiment} -o json", "the same as data"),
+        ("whyjob experiments", "what the index holds"),
+        ("whyjob serve", "the web timeline, at http://127.0.0.1:8080"),
+    ]
+    width = max(len(command) for command, _ in steps)
+    lines += [f"  {command:<{width}}  # {what}" for command, what in steps]
+    return "\n".join(lines) + "\n"

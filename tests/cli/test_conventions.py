@@ -216,3 +216,28 @@ def test_colour_only_on_a_terminal_and_never_under_no_color(
     with (tmp_path / "out.txt").open("w") as file:
         monkeypatch.setattr(sys, "stdout", file)
         assert not use_color()
+
+
+def test_the_demo_ends_with_the_commands_that_go_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from whyjob.cli.sim_cmd import _next_steps
+
+    folder = tmp_path / "venv" / "bin"
+    folder.mkdir(parents=True)
+    monkeypatch.setattr(sys, "argv", [str(folder / "whyjob")])
+    monkeypatch.setenv("PATH", "/usr/bin")  # whyjob is not on it
+    monkeypatch.delenv("WHYJOB_INDEX", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    index = tmp_path / ".local" / "share" / "whyjob" / "demo.sqlite"
+    text = _next_steps(index, "t5-3b-lr3e4-10")
+    assert (
+        'export PATH="$PWD/venv/bin:$PATH" WHYJOB_INDEX=~/.local/share/whyjob/demo.sqlite' in text
+    )
+    assert "  whyjob t5-3b-lr3e4-10 --timeline 0" in text
+    monkeypatch.setenv("PATH", str(folder))
+    (folder / "whyjob").write_text("#!/bin/sh\n")
+    (folder / "whyjob").chmod(0o755)
+    monkeypatch.setenv("WHYJOB_INDEX", str(index))
+    assert "export" not in _next_steps(index, "t5-3b-lr3e4-10")  # nothing left to set
