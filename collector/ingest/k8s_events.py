@@ -21,7 +21,9 @@ from whyjob.core.timeutil import parse_ts
 
 __all__ = ["EXPERIMENT_KINDS", "parse_event"]
 
-# Objects whose name is the experiment's name (training operators, JobSet, Ray, Volcano, Job).
+# Objects whose name is the experiment's name, as core/experiments.py names them from their
+# pods' labels: the training operators, Trainer's TrainJob, JobSet, LeaderWorkerSet, Ray, an
+# Argo Workflow, Volcano's Job and batch's (both kind Job).
 EXPERIMENT_KINDS = frozenset(
     {
         "PyTorchJob",
@@ -30,10 +32,13 @@ EXPERIMENT_KINDS = frozenset(
         "XGBoostJob",
         "PaddleJob",
         "JAXJob",
+        "MXJob",
         "TrainJob",
         "JobSet",
+        "LeaderWorkerSet",
         "RayJob",
         "RayCluster",
+        "Workflow",
         "Job",
     }
 )

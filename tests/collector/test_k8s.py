@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -151,3 +152,36 @@ def test_provider_ids_name_the_instance_as_cloud_notices_do() -> None:
         == "gpu-vm-1"
     )
     assert instance("kind://docker/kind/kind-control-plane") is None
+
+
+def test_events_about_a_launcher_object_belong_to_its_experiment(
+    ingest: Ingest, index: SqliteIndex, tmp_path: Path
+) -> None:
+    """The controllers' own events (LeaderWorkerSet, an Argo Workflow, MXJob) name the object
+    whose name is the experiment's."""
+    events = [
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"e{n}", "namespace": "ml"},
+            "involvedObject": {"kind": kind, "name": name, "namespace": "ml"},
+            "reason": reason,
+            "message": message,
+            "type": "Normal",
+            "lastTimestamp": "2026-03-01T10:00:00Z",
+            "count": 1,
+        }
+        for n, (kind, name, reason, message) in enumerate(
+            [
+                ("LeaderWorkerSet", "vllm-70b", "GroupsProgressing", "Creating revision"),
+                ("Workflow", "sweep-7", "WorkflowRunning", "Workflow Running"),
+                ("MXJob", "mx-1", "MXJobCreated", "MXJob mx-1 is created."),
+            ]
+        )
+    ]
+    (tmp_path / "events.json").write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": events})
+    )
+    assert ingest(tmp_path / "events.json").total("stored") == 3
+    for name in ("vllm-70b", "sweep-7", "mx-1"):
+        assert len(index.entity_evidence("experiment", [name], 0, 2**62)) == 1, name
