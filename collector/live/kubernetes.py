@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
+import tenacity
 from urllib3.exceptions import HTTPError
 
 from whyjob.collector.ingest import podlogs
@@ -116,6 +117,15 @@ def _lines(response: Any) -> Iterator[bytes]:
         yield from (line for line in complete if line)
     if pending.strip():
         yield pending
+
+
+def _transient(exc: BaseException) -> bool:
+    """A 5xx or 429, or the connection failing: worth another try. Anything else (a 4xx: the
+    log is gone; a bug) is not."""
+    status = getattr(exc, "status", None)
+    if status is None:
+        return isinstance(exc, _CONNECTION_ERRORS)
+    return bool(status >= 500 or status == 429)
 
 
 def _retry_after(exc: Any) -> float | None:
@@ -563,6 +573,33 @@ class KubernetesCollector:
         except ValueError:
             return False
 
+    def _read_log(
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        previous: bool,
+        container_id: str | None,
+    ) -> str | None:
+        """The container's log; None when it restarted again since (its "previous" log is now
+        a later run's, which filed under this one would be wrong: this run's log is gone)."""
+        if (
+            previous
+            and container_id
+            and not self._still_previous(namespace, name, container, container_id)
+        ):
+            return None
+        raw: Any = self._core.read_namespaced_pod_log(
+            name,
+            namespace,
+            container=container,
+            previous=previous,
+            tail_lines=self.options.capture_tail_lines,
+            timestamps=True,
+            _preload_content=False,
+        )
+        return str(raw.data.decode("utf-8", "replace"))
+
     def _capture(
         self,
         namespace: str,
@@ -577,53 +614,34 @@ class KubernetesCollector:
     ) -> None:
         who = "kubernetes/capture"
         items: list[Item] = []
-        settled = False  # fetched, or gone for good: either way no longer owed
-        backoff = Backoff(self._stop, base_s=0.5, cap_s=8.0)
-        for attempt in range(_CAPTURE_TRIES):
-            try:
-                if (
-                    previous
-                    and container_id
-                    and not self._still_previous(namespace, name, container, container_id)
-                ):
-                    # The container restarted again since: "previous" is now a later run, whose
-                    # log filed under this one would be wrong. This run's log is gone.
-                    self.health.count(who, "too_late")
-                    settled = True
-                    break
-                raw: Any = self._core.read_namespaced_pod_log(
-                    name,
-                    namespace,
-                    container=container,
-                    previous=previous,
-                    tail_lines=self.options.capture_tail_lines,
-                    timestamps=True,
-                    _preload_content=False,
-                )
-                text = raw.data.decode("utf-8", "replace")
+
+        def pause(seconds: float) -> None:  # a stopping collector does not sit the wait out
+            self._stop.wait(seconds)
+
+        # Up to _CAPTURE_TRIES reads of the log, a transient failure between them waited out
+        # (full jitter, doubling from 0.5 s).
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(_CAPTURE_TRIES),
+            wait=tenacity.wait_random_exponential(multiplier=0.5, max=8.0),
+            retry=tenacity.retry_if_exception(_transient),
+            sleep=pause,
+            before_sleep=lambda _: self.health.count(who, "retries"),
+            reraise=True,
+        )
+        try:
+            text = retrying(self._read_log, namespace, name, container, previous, container_id)
+            settled = True  # fetched, or gone for good: either way no longer owed
+        except Exception as exc:  # a log that is gone already is a note, not a crash
+            settled = not _transient(exc)  # a 4xx: the log is gone; a 5xx: owed to the next start
+            self.health.error(who, f"log of {namespace}/{name}/{container}: {exc}", down=False)
+        else:
+            if text is None:
+                self.health.count(who, "too_late")
+            else:
                 items += _log_items(
                     self.options.ingest, namespace, name, uid, container, restart, text
                 )
                 self.health.count(who, "logs")
-                settled = True
-                break
-            except Exception as exc:  # a log that is gone already is a note, not a crash
-                status = getattr(exc, "status", None)
-                # A 5xx or 429, or the connection failing: worth another try. Anything else
-                # (a 4xx: the log is gone; a bug) is not.
-                transient = (
-                    isinstance(exc, _CONNECTION_ERRORS)
-                    if status is None
-                    else status >= 500 or status == 429
-                )
-                settled = not transient  # a 4xx: the log is gone; a 5xx: owed to the next start
-                if not transient or attempt + 1 == _CAPTURE_TRIES:
-                    self.health.error(
-                        who, f"log of {namespace}/{name}/{container}: {exc}", down=False
-                    )
-                    break
-                self.health.count(who, "retries")
-                backoff.wait()
         if node:
             try:
                 response: Any = self._core.read_node(node, _preload_content=False)
