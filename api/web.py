@@ -3,7 +3,8 @@ autoescaping; no scripts or styles from anywhere but the page itself, so it work
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,8 @@ import orjson
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from whyjob.api.access import Principal
-from whyjob.api.timeline import COLORS, timeline_view
+from whyjob.api.timeline import COLORS, NEUTRAL, SHAPES, timeline_view
+from whyjob.core.taxonomy import CATEGORIES
 from whyjob.core.timeutil import format_ts
 from whyjob.explain.model import Explanation
 
@@ -28,9 +30,19 @@ __all__ = [
     "page_policy",
 ]
 
-_WIDTH = 1000
-_LANE = 36
-_AXIS = 28
+_WIDTH = 1000  # the plot's coordinates before its script fits them to the screen
+_LANE = 30
+_AXIS = 26
+_GROUP_MS = 1000  # records of one lane, shape and colour this close are one mark
+# An event repeated word for word (a BackOff every few seconds) is one mark.
+_REPEAT_MS = 900_000
+_TIP = 240
+# Who acts on a failure, as the page says it next to the verdict.
+_OWNERS = {
+    "infra": "the cloud, the node or its GPUs; not the job",
+    "platform": "the cluster: scheduling, autoscaling, eviction",
+    "user": "the job itself: its code, config or image",
+}
 
 
 @cache
@@ -77,19 +89,70 @@ def index_page(
     )
 
 
-def _ticks(t0: int, t1: int) -> list[dict[str, Any]]:
+def _ticks(t0: int, t1: int, x: Callable[[int], float]) -> list[dict[str, Any]]:
+    """Axis ticks for the opening view (the page's script redraws them on zoom)."""
     span = t1 - t0
     minutes = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080, 20160, 43200)
     steps = [60_000 * m for m in minutes]
     step = next((s for s in steps if span / s <= 8), int(span / 8) or 1)
-    first = (t0 // step + 1) * step
-    ticks = []
-    for at in range(first, t1, step):
-        text = format_ts(at)
-        ticks.append(
-            {"x": round((at - t0) / span * _WIDTH, 1), "label": text[5:16].replace("T", " ")}
+    days = span > 86_400_000
+    return [
+        {"x": x(at), "label": format_ts(at)[5 if days else 11 : 16].replace("T", " ")}
+        for at in range((t0 // step + 1) * step, t1, step)
+    ]
+
+
+def _marks(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A lane's records as marks: a burst (a traceback's forty lines in one second) or an event
+    repeated word for word is one mark that counts them, leads with its most severe record and
+    quotes its last, instead of forty marks on one spot of which only the top one could be
+    pointed at. Records no cause claims come first, so the evidence is drawn on top."""
+    groups: list[list[dict[str, Any]]] = []
+    open_: dict[tuple[str, str], list[dict[str, Any]]] = {}  # the newest group of each look
+    for mark in sorted(marks, key=lambda m: m["at"]):
+        look = (mark["shape"], mark["color"])
+        group = open_.get(look)
+        gap = mark["at"] - group[-1]["at"] if group is not None else None
+        if (
+            group is not None
+            and gap is not None
+            and (
+                gap <= _GROUP_MS
+                or (
+                    gap <= _REPEAT_MS
+                    and mark["shape"] == "event"  # each termination ends a run of its own
+                    and (mark["kind"], mark["message"]) == (group[-1]["kind"], group[-1]["message"])
+                )
+            )
+        ):
+            group.append(mark)
+        else:
+            open_[look] = [mark]
+            groups.append(open_[look])
+    out = []
+    for group in groups:
+        lead = max(group, key=lambda m: (m["severity"], -m["at"]))
+        tip = f"{lead['time']} {lead['kind']}: {lead['message'][:_TIP]}"
+        if len(group) > 1:
+            last = group[-1] if group[-1] is not lead else group[-2]
+            kinds = ", ".join(sorted({m["kind"] for m in group}))
+            tip += (
+                f"\n+{len(group) - 1} more ({kinds}) to {group[-1]['time'][11:]};"
+                f" {last['kind']}: {last['message'][: _TIP // 2]}"
+            )
+        out.append(
+            {
+                "at": group[0]["at"],
+                "id": lead["id"],
+                "kind": lead["kind"],
+                "shape": lead["shape"],
+                "color": lead["color"],
+                "size": 6 if lead["severity"] >= 40 else (5 if lead["severity"] >= 30 else 4),
+                "count": len(group),
+                "tip": tip,
+            }
         )
-    return ticks
+    return sorted(out, key=lambda m: m["color"] != NEUTRAL)
 
 
 def experiment_page(
@@ -97,24 +160,62 @@ def experiment_page(
 ) -> str:
     view = timeline_view(explanation, now_ms=now_ms)
     t0: int = view["t0"]
-    span: int = view["t1"] - t0
+    f0: int = view["focus"]["t0"]
+    f1: int = view["focus"]["t1"]
 
-    def x(at: int | None) -> float:
-        moment: int = at if at is not None else view["t1"]
-        return round((moment - t0) / span * _WIDTH, 1)
+    def x(at: int) -> float:
+        """Where a moment is in the opening view (the script redraws every zoom)."""
+        return round((at - f0) / (f1 - f0) * _WIDTH, 1)
 
+    def sec(at: int) -> int:
+        return round((at - t0) / 1000)
+
+    for lane in view["lanes"]:
+        lane["marks"] = _marks(lane["marks"])
+    used = {b["color"] for lane in view["lanes"] for b in lane["bars"]} | {
+        m["color"] for lane in view["lanes"] for m in lane["marks"]
+    }
+    legend = [
+        (prefix.rstrip("."), color)
+        for prefix, color in (*COLORS, ("running", "#00897b"))
+        if color in used
+    ]
+    shapes = {m["shape"] for lane in view["lanes"] for m in lane["marks"]}
+    failed = [a for a in explanation.attempts if a.failed and a.category != "peer.failure"]
+    owners = Counter(CATEGORIES[a.category].owner for a in failed if a.category in CATEGORIES)
     geometry = {
         "width": _WIDTH,
         "lane": _LANE,
         "axis": _AXIS,
         "height": _AXIS + _LANE * max(1, len(view["lanes"])),
-        "ticks": _ticks(view["t0"], view["t1"]),
+        "ticks": _ticks(f0, f1, x),
+        "f0": sec(f0),
+        "f1": sec(f1),
+        "end": sec(view["t1"]),
     }
-    legend = [(prefix.rstrip("."), color) for prefix, color in COLORS] + [("running", "#00897b")]
     return (
         _environment()
         .get_template("experiment.html.j2")
-        .render(principal=principal, v=view, g=geometry, x=x, status=status, legend=legend)
+        .render(
+            principal=principal,
+            v=view,
+            g=geometry,
+            x=x,
+            sec=sec,
+            status=status,
+            legend=legend,
+            shapes=[(shape, meaning) for shape, meaning in SHAPES if shape in shapes],
+            owner_meaning=_OWNERS.get(view["verdict"]["owner"]),
+            owners=sorted(owners.items(), key=lambda item: -item[1]),
+            windows={
+                "open": any(w.get("open") for lane in view["lanes"] for w in lane["windows"]),
+                "closed": any(
+                    not w.get("open") and w["kind"] != "at-risk"
+                    for lane in view["lanes"]
+                    for w in lane["windows"]
+                ),
+            },
+        )
     )
 
 
