@@ -47,6 +47,9 @@ class Launcher:
     # is present. "suffix": its last "-" part, added when no rank label value is a number
     # (pods made with generateName, whose random suffix is all that tells them apart).
     name_rank: NameRank = "ordinal"
+    # The pod's controller (its ownerReference, describe's "Controlled By") names the launcher
+    # when the labels cannot: an older training operator writes no operator-name.
+    named_by_owner: bool = False
 
 
 _KUBERNETES_RANK = ("batch.kubernetes.io/job-completion-index", "apps.kubernetes.io/pod-index")
@@ -82,7 +85,7 @@ DEFAULT_LAUNCHERS: tuple[Launcher, ...] = (
         match_labels=((_KUBEFLOW_OPERATOR, "mpi-operator"),),
     ),
     # The job-name label without an operator whyjob knows: some Kubeflow job, kind unknown.
-    Launcher("Kubeflow job", _KUBEFLOW_JOB, _KUBEFLOW_RANK),
+    Launcher("Kubeflow job", _KUBEFLOW_JOB, _KUBEFLOW_RANK, named_by_owner=True),
     # Also a Kubeflow Trainer v2 TrainJob: its JobSet has the TrainJob's name, and nothing on
     # its pods says TrainJob.
     Launcher(
@@ -178,8 +181,10 @@ def recognise(
     labels: Mapping[str, str] | None,
     annotations: Mapping[str, str] | None = None,
     launchers: Sequence[Launcher] = DEFAULT_LAUNCHERS,
+    owner_kind: str | None = None,
 ) -> Membership | None:
-    """The experiment a pod belongs to, or None when no launcher label is present."""
+    """The experiment a pod belongs to, or None when no launcher label is present.
+    `owner_kind`: the kind of the pod's controller, if known."""
     labels = labels or {}
     annotations = annotations or {}
     keys = _name_keys(launchers)
@@ -210,7 +215,7 @@ def recognise(
         attempt = labels.get(launcher.attempt_label) if launcher.attempt_label else None
         return Membership(
             experiment=name,
-            launcher=launcher.name,
+            launcher=owner_kind if launcher.named_by_owner and owner_kind else launcher.name,
             label=launcher.label,
             rank=rank.lower() if rank else None,
             job_attempt=int(attempt) if attempt and attempt.isdigit() else None,

@@ -114,7 +114,16 @@ def parse_pod(ctx: Context, item: Mapping[str, Any], line: int | None) -> Iterat
     if seen is None:
         seen = ctx.mtime_ms or 0
     labels = meta.get("labels") or {}
-    member = recognise(name, labels, meta.get("annotations"), ctx.options.launchers)
+    controller = next(
+        (o.get("kind") for o in meta.get("ownerReferences") or () if o.get("controller")), None
+    )
+    member = recognise(
+        name,
+        labels,
+        meta.get("annotations"),
+        ctx.options.launchers,
+        controller if isinstance(controller, str) else None,
+    )
     node = spec.get("nodeName")
     common: dict[str, Any] = {
         "namespace": namespace,

@@ -211,7 +211,8 @@ def _describe_block(ctx: Context, block: list[tuple[int, str]]) -> Iterator[Item
     node = (top.get("Node") or "").split("/")[0] or None
     if node == "<none>":
         node = None
-    member = recognise(name, labels, None, ctx.options.launchers)
+    controller = (top.get("Controlled By") or "").split("/")[0] or None  # "PyTorchJob/NAME"
+    member = recognise(name, labels, None, ctx.options.launchers, controller)
     yield PodRecord(
         uid=uid,
         namespace=namespace,

@@ -183,3 +183,19 @@ def test_config_launchers_take_match_labels_and_name_rank(tmp_path: Path) -> Non
     )
     with pytest.raises(ConfigError, match="name_rank must be one of ordinal, suffix"):
         load_settings(config, environ={})
+
+
+def test_an_older_training_operator_is_named_by_the_pods_controller() -> None:
+    """Before operator-name was written, only the controller's ownerReference said PyTorchJob."""
+    labels = {
+        "training.kubeflow.org/job-name": "bert-ft",
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": "2",
+    }
+    member = recognise("bert-ft-worker-2", labels, owner_kind="PyTorchJob")
+    assert member is not None and (member.launcher, member.rank) == ("PyTorchJob", "worker-2")
+    unowned = recognise("bert-ft-worker-2", labels)
+    assert unowned is not None and unowned.launcher == "Kubeflow job"
+    labelled = {**labels, "training.kubeflow.org/operator-name": "tfjob-controller"}
+    told = recognise("bert-ft-worker-2", labelled, owner_kind="Job")  # labels win when they can
+    assert told is not None and told.launcher == "TFJob"
