@@ -42,7 +42,8 @@ def test_ingest_then_explain_text_and_json(run: Run, tmp_path: Path) -> None:
     assert "read 20, stored 20, duplicate 0, rejected 0" in result.output
     text = run("gpt2-run7")
     assert text.exit_code == 0
-    assert "PENDING - container.oom_killed (proven, owner: user)" in text.output  # worker-3 never scheduled
+    # worker-3 was never scheduled
+    assert "PENDING - container.oom_killed (proven, owner: user)" in text.output
     assert "Restart ledger" in text.output and "Not checked" in text.output
     document = json.loads(run("gpt2-run7", "--json").output)
     assert document["schema"] == "whyjob.explanation/v1"
