@@ -91,13 +91,21 @@ def test_errors_name_the_file_and_line(tmp_path: Path, text: str, message: str) 
     assert str(raised.value).startswith(f"{path}{message}"), str(raised.value)
 
 
-def test_the_deployment_example_is_a_valid_config(tmp_path: Path) -> None:
+def test_the_deployment_example_is_a_valid_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import yaml
 
     deploy = Path(__file__).parents[3] / "deploy" / "collect.yaml"
     documents = list(yaml.safe_load_all(deploy.read_text()))
     config_map = next(d for d in documents if d["kind"] == "ConfigMap")
     path = _write(tmp_path, config_map["data"]["config.yaml"])
+    # The open receiver's token comes from a Secret, as the Deployment's environment.
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    env = {e["name"]: e for c in deployment["spec"]["template"]["spec"]["containers"]
+           for e in c.get("env", [])}  # fmt: skip
+    assert "secretKeyRef" in env["WHYJOB_RECEIVER_TOKEN"]["valueFrom"]
+    monkeypatch.setenv("WHYJOB_RECEIVER_TOKEN", "from-the-secret")
     config = load_collect_config(path)
     assert config.collectors["kubernetes"]["in_cluster"] is True
     assert config.metrics_listen == ("0.0.0.0", 9464)
