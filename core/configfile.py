@@ -1,11 +1,17 @@
 """Checked sections of the config file, for the parts of whyjob that read their own section
-(`collectors:`, `receiver:`, `agent:`, `api:`, `alerts:`, `slack:`).
+(`collectors:`, `receiver:`, `agent:`, `api:`, `alerts:`, `slack:`, `retention:`, ...).
 
-Each section is declared as `{key: (type, default)}`; reading it fills the defaults and turns an
+Each section is declared as `{key: (kind, default)}`; reading it fills the defaults and turns an
 unknown key, a wrong type or a bad duration into an error naming the file and the line, with a
-suggestion when a close key exists. Types: `str`, `path` (~ expanded), `bool`, `int` (> 0),
-`duration` (`30s`, `5m`, `1h` or seconds), `size` (`64KiB`, `1GiB` or bytes), `duration|off` (also `off` or 0: 0.0), `str|off` (a string, or `off`), `list` (of strings), `listen` (`HOST:PORT` or `off`),
-`choice:a,b,c`, `map` (names to lists of names).
+suggestion when a close key exists. Kinds: `str`, `path` (~ expanded), `bool`, `int` (> 0),
+`duration` (`30s`, `5m`, `1h` or seconds), `size` (`64KiB`, `1GiB` or bytes), `duration|off`
+(also `off` or 0: 0.0), `size|off` (also `off` or 0: 0), `str|off` (a string, or `off`), `list`
+(of strings), `names:a,b` (a list of some of a, b), `listen` (`HOST:PORT` or `off`),
+`choice:a,b,c`, `map` (names to lists of names), `kinds` (names to `duration|off`, off: None).
+
+`ConfigFile.section` checks a section with a pydantic model made from its spec
+(core/configmodel.py, imported only then); `ConfigFile.startup_section` is the small hand-written
+checker kept for what every CLI start reads (core/settings.py says why, with the figure).
 """
 
 from __future__ import annotations
@@ -21,7 +27,15 @@ import yaml
 from whyjob.core.errors import ConfigError
 from whyjob.core.yamllines import Located, load_located
 
-__all__ = ["TOP_KEYS", "ConfigFile", "Spec", "parse_duration_s", "parse_size"]
+__all__ = [
+    "TOP_KEYS",
+    "ConfigFile",
+    "Spec",
+    "describe",
+    "parse_duration_s",
+    "parse_size",
+    "unknown_key",
+]
 
 # Every top-level key of the config file; core/settings.py reads the first six.
 TOP_KEYS: Final = frozenset(
@@ -34,6 +48,8 @@ TOP_KEYS: Final = frozenset(
 Spec = Mapping[str, tuple[str, Any]]
 _UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _SIZES: Final = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+_DURATION: Final = "is not a duration (30s, 5m, 1h, 7d or seconds)"
+_SIZE: Final = "is not a size (64KiB, 256MiB, 1GiB or bytes)"
 
 
 def parse_size(value: object) -> int:
@@ -50,7 +66,7 @@ def parse_size(value: object) -> int:
         else:
             if math.isfinite(number) and number * _SIZES[value[-3:]] >= 1:
                 return int(number * _SIZES[value[-3:]])
-    raise ValueError(f"{value!r} is not a size (64KiB, 256MiB, 1GiB or bytes)")
+    raise ValueError(f"{value!r} {_SIZE}")
 
 
 def parse_duration_s(value: object) -> float:
@@ -65,7 +81,41 @@ def parse_duration_s(value: object) -> float:
         else:
             if number > 0:
                 return number * _UNITS[value[-1]]
-    raise ValueError(f"{value!r} is not a duration (30s, 5m, 1h, 7d or seconds)")
+    raise ValueError(f"{value!r} {_DURATION}")
+
+
+def unknown_key(key: str, known: set[str] | Spec, what: str) -> str:
+    """`unknown key 'windw' in alerts (did you mean 'window'?)`."""
+    hint = difflib.get_close_matches(key, sorted(known), n=1)
+    suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+    return f"unknown key {key!r} in {what}{suggestion}"
+
+
+def describe(kind: str, key: str, value: object) -> str:
+    """What a value of `kind` takes, for the message when `value` is not one."""
+    off = " or off" if kind.endswith("|off") else ""
+    if kind.startswith("duration"):
+        return f"{key}: {value!r} {_DURATION}{off}"
+    if kind.startswith("size"):
+        return f"{key}: {value!r} {_SIZE}{off}"
+    if kind.startswith("choice:"):
+        return f"{key} takes one of {kind.split(':', 1)[1].split(',')}, not {value!r}"
+    if kind == "listen":
+        return f"{key} takes HOST:PORT or off, not {value!r}"
+    return f"{key} {_TAKES[kind.split(':', 1)[0]]}{off}"
+
+
+_TAKES: Final = {
+    "bool": "takes true or false",
+    "int": "takes a positive whole number",
+    "list": "takes a list of names",
+    "names": "takes a list of names",
+    "map": "takes a mapping of names to lists of names",
+    "kinds": "takes a mapping of record kinds to durations or off",
+    "str": "takes a string",
+    "path": "takes a string",
+    "str|off": "takes a string",
+}
 
 
 class ConfigFile:
@@ -96,72 +146,49 @@ class ConfigFile:
             raise self.error(node, f"{what} must be a mapping")
         for key, value in node.value.items():
             if key not in known:
-                hint = difflib.get_close_matches(key, sorted(known), n=1)
-                suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-                raise self.error(value, f"unknown key {key!r} in {what}{suggestion}")
+                raise self.error(value, unknown_key(key, known, what))
         return dict(node.value)
 
     def section(self, node: Located | None, spec: Spec, name: str) -> dict[str, Any]:
-        """A section's values with defaults filled in (an absent section: all defaults)."""
+        """A section's values with defaults filled in (an absent section: all defaults).
+
+        Checked by a pydantic model made from `spec`: pydantic is imported only here, when a
+        section is present.
+        """
+        if node is None or node.value is None:
+            return {key: default for key, (_, default) in spec.items()}
+        from whyjob.core.configmodel import validate_section
+
+        return validate_section(self, node, spec, name)
+
+    def startup_section(self, node: Located | None, spec: Spec, name: str) -> dict[str, Any]:
+        """`section` without pydantic, for the sections every CLI start reads (`index:`,
+        `ingest:`); kinds `str`, `path`, `list`, `choice:` and `size` only."""
         values = {key: default for key, (_, default) in spec.items()}
         if node is None or node.value is None:
             return values
         for key, value in self.mapping(node, name, set(spec)).items():
-            values[key] = self.value(value, spec[key][0], f"{name}.{key}")
+            kind, where = spec[key][0], f"{name}.{key}"
+            try:
+                values[key] = _startup_value(kind, value.value)
+            except ValueError:
+                raise self.error(value, describe(kind, where, value.value)) from None
         return values
 
-    def value(self, node: Located, kind: str, key: str) -> Any:
-        value = node.value
-        if kind == "duration|off" and (value is False or value in ("off", 0, "0", "0s")):
-            return 0.0  # YAML reads a bare `off` as false
-        if kind in ("duration", "duration|off"):
-            try:
-                return parse_duration_s(value)
-            except ValueError as exc:
-                also = " or off" if kind == "duration|off" else ""
-                raise self.error(node, f"{key}: {exc}{also}") from None
-        if kind == "size":
-            try:
-                return parse_size(value)
-            except ValueError as exc:
-                raise self.error(node, f"{key}: {exc}") from None
-        if kind == "bool":
-            if not isinstance(value, bool):
-                raise self.error(node, f"{key} takes true or false")
-            return value
-        if kind == "int":
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise self.error(node, f"{key} takes a positive whole number")
-            return value
-        if kind == "list":
-            if not isinstance(value, list) or not all(isinstance(v.value, str) for v in value):
-                raise self.error(node, f"{key} takes a list of names")
-            return [v.value for v in value]
-        if kind.startswith("choice:"):
-            allowed = kind.split(":", 1)[1].split(",")
-            if value not in allowed:
-                raise self.error(node, f"{key} takes one of {allowed}, not {value!r}")
-            return value
-        if kind == "listen":
-            return self.listen(node, key)
-        if kind == "map":  # name -> list of names (groups -> namespaces)
-            if not isinstance(value, dict):
-                raise self.error(node, f"{key} takes a mapping of names to lists of names")
-            return {name: self.value(item, "list", f"{key}.{name}") for name, item in value.items()}
-        if kind == "str|off" and (value is False or value == "off"):
-            return "off"  # YAML reads a bare `off` as false
-        if kind in ("str", "path", "str|off"):
-            if not isinstance(value, str) or not value:
-                also = " or off" if kind == "str|off" else ""
-                raise self.error(node, f"{key} takes a string{also}")
-            return Path(value).expanduser() if kind == "path" else value
-        raise AssertionError(kind)
 
-    def listen(self, node: Located, key: str) -> tuple[str, int] | None:
-        value = node.value
-        if value in (None, False, "off"):
-            return None
-        host, _, port = str(value).rpartition(":")
-        if not port.isdigit() or not 0 <= int(port) < 65536:
-            raise self.error(node, f"{key} takes HOST:PORT or off, not {value!r}")
-        return host or "0.0.0.0", int(port)
+def _startup_value(kind: str, value: Any) -> Any:
+    """A value of `index:` or `ingest:`; a ValueError when it is not one of its kind."""
+    if kind == "size":
+        return parse_size(value)
+    if kind == "list":
+        if isinstance(value, list) and all(isinstance(v.value, str) for v in value):
+            return [v.value for v in value]
+    elif kind.startswith("choice:"):
+        if value in kind.split(":", 1)[1].split(","):
+            return value
+    elif kind in ("str", "path"):
+        if isinstance(value, str) and value:
+            return Path(value).expanduser() if kind == "path" else value
+    else:
+        raise AssertionError(f"{kind}: a kind for ConfigFile.section")
+    raise ValueError(kind)

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from whyjob.core.configfile import ConfigFile, parse_duration_s, parse_size
+from whyjob.core.configfile import ConfigFile
 from whyjob.core.index.base import Index
 
 __all__ = ["RETENTION_KEYS", "Policy", "Pruned", "load_policy", "plan", "prune"]
 
+# The kinds of core/configfile.py; `kinds` maps record-kind prefixes to a duration or off.
 RETENTION_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
     "default": ("duration|off", 0.0),
     "kinds": ("kinds", {}),
@@ -60,34 +61,11 @@ def load_policy(path: Path | None) -> Policy:
     node = f.top.get("retention")
     if node is None or node.value is None:
         return Policy()
-    given = f.mapping(node, "retention", set(RETENTION_KEYS))
-    values: dict[str, Any] = {k: d for k, (_, d) in RETENTION_KEYS.items()}
-    for key in ("default", "interval", "batch"):
-        if key in given:
-            kind = RETENTION_KEYS[key][0]
-            values[key] = f.value(given[key], kind, f"retention.{key}")
-    if "max_size" in given:
-        raw = given["max_size"].value
-        if raw in (False, "off", 0):
-            values["max_size"] = 0
-        else:
-            try:
-                values["max_size"] = parse_size(raw)
-            except ValueError as exc:
-                raise f.error(given["max_size"], f"retention.max_size: {exc}") from None
-    kinds: list[tuple[str, int | None]] = []
-    if "kinds" in given:
-        table = given["kinds"]
-        named = set(table.value) if isinstance(table.value, dict) else set()
-        entries = f.mapping(table, "retention.kinds", named)
-        for prefix, value in entries.items():
-            if value.value in (False, "off"):
-                kinds.append((prefix, None))
-                continue
-            try:
-                kinds.append((prefix, int(parse_duration_s(value.value) * 1000)))
-            except ValueError as exc:
-                raise f.error(value, f"retention.kinds.{prefix}: {exc} or off") from None
+    values = f.section(node, RETENTION_KEYS, "retention")
+    kinds = [
+        (prefix, None if keep is None else int(keep * 1000))
+        for prefix, keep in values["kinds"].items()
+    ]
     default = values["default"]
     return Policy(
         default_ms=int(default * 1000) if default else None,

@@ -2,7 +2,8 @@
 
 The same file as every other setting (docs/configuration.md); the rest of it is read by
 core/settings.py. Strict like the rule files: an unknown key, a wrong type or a bad duration is
-an error naming the file and the line.
+an error naming the file and the line (each section is checked by a pydantic model made from
+its spec below: core/configmodel.py).
 """
 
 from __future__ import annotations
@@ -20,20 +21,22 @@ __all__ = [
     "AGENT_KEYS",
     "COLLECTOR_KEYS",
     "MARK_KEYS",
+    "METRICS_KEYS",
     "RECEIVER_KEYS",
     "CollectConfig",
     "load_collect_config",
     "parse_duration_s",
 ]
 
-# Each collector's keys with their type and default. A type of `list` takes a list of strings,
-# `duration` takes "30s", "5m", "1h" or a number of seconds.
+# Each collector's keys with their type and default (the kinds of core/configfile.py): `list`
+# takes a list of strings, `names:a,b` a list of some of a and b, `duration` takes "30s", "5m",
+# "1h" or a number of seconds.
 COLLECTOR_KEYS: Final[Mapping[str, Mapping[str, tuple[str, Any]]]] = {
     "kubernetes": {
         "kubeconfig": ("path", None),
         "context": ("str", None),
         "in_cluster": ("bool", False),
-        "resources": ("list", ["events.k8s.io", "pods", "nodes"]),
+        "resources": ("names:events,events.k8s.io,pods,nodes", ["events.k8s.io", "pods", "nodes"]),
         "page_size": ("int", 500),
         "watch_timeout": ("duration", 300.0),
         "watch_silence": ("duration", 180.0),
@@ -60,9 +63,6 @@ COLLECTOR_KEYS: Final[Mapping[str, Mapping[str, tuple[str, Any]]]] = {
         "instances": ("list", []),
         "interval": ("duration", 300.0),
     },
-}
-_CHOICES: Final[Mapping[tuple[str, str], set[str]]] = {
-    ("kubernetes", "resources"): {"events", "events.k8s.io", "pods", "nodes"},
 }
 AGENT_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
     "send_to": ("str", None),
@@ -95,7 +95,7 @@ MARK_KEYS: Final[Mapping[str, tuple[str, Any]]] = {
     "context": ("str", None),
     "in_cluster": ("bool", False),
 }
-_METRICS_KEYS: Final = {"listen"}
+METRICS_KEYS: Final[Mapping[str, tuple[str, Any]]] = {"listen": ("listen", ("127.0.0.1", 9464))}
 _LABEL_KEY: Final = re.compile(
     r"(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?"
 )
@@ -121,11 +121,9 @@ def load_collect_config(path: Path) -> CollectConfig:
     if root.value is None:
         raise f.error(root, "the config file is empty: it needs at least `collectors:`")
     top = f.top
-    listen: tuple[str, int] | None = ("127.0.0.1", 9464)
-    if "metrics" in top:
-        metrics = f.mapping(top["metrics"], "metrics", _METRICS_KEYS)
-        if "listen" in metrics:
-            listen = f.listen(metrics["listen"], "metrics.listen")
+    listen: tuple[str, int] | None = f.section(top.get("metrics"), METRICS_KEYS, "metrics")[
+        "listen"
+    ]
     receiver = None
     if "receiver" in top:
         receiver = f.section(top["receiver"], RECEIVER_KEYS, "receiver")
@@ -164,18 +162,7 @@ def load_collect_config(path: Path) -> CollectConfig:
     )
     collectors: dict[str, dict[str, Any]] = {}
     for name, node in sections.items():
-        spec = COLLECTOR_KEYS[name]
-        given = f.mapping(node, f"collectors.{name}", set(spec)) if node.value is not None else {}
-        settings = {key: default for key, (_, default) in spec.items()}
-        for key, value in given.items():
-            settings[key] = f.value(value, spec[key][0], f"collectors.{name}.{key}")
-            allowed = _CHOICES.get((name, key))
-            if allowed is not None and not set(settings[key]) <= allowed:
-                wrong = sorted(set(settings[key]) - allowed)[0]
-                raise f.error(
-                    value, f"collectors.{name}.{key}: unknown {wrong!r} (one of {sorted(allowed)})"
-                )
-        collectors[name] = settings
+        collectors[name] = f.section(node, COLLECTOR_KEYS[name], f"collectors.{name}")
     if not collectors and receiver is None and agent is None:
         raise f.error(top["collectors"], "`collectors:` names no collector")
     return CollectConfig(path, listen, collectors, receiver, agent, mark_nodes)

@@ -53,6 +53,11 @@ def test_config_file_then_environment(tmp_path: Path) -> None:
         ("- a list\n", "top level must be a mapping"),
         ("logs:\n  checkpoint: ['(unclosed']\n", "logs.checkpoint: bad regex"),
         ("logs:\n  steps: [x]\n", "unknown key logs.steps"),
+        # index: and ingest: are checked by hand (no pydantic on the CLI's start), same wording.
+        ("ingest:\n  max_line: 64KB\n", r"bad.yaml:2: ingest.max_line: '64KB' is not a size"),
+        ("index:\n  backend: es\n", r"bad.yaml:2: index.backend takes one of \['sqlite'"),
+        ("index:\n  urls: https://es\n", r"bad.yaml:2: index.urls takes a list of names"),
+        ("index:\n  prefx: x\n", r":2: unknown key 'prefx' in index \(did you mean 'prefix'\?\)"),
     ],
 )
 def test_bad_config_names_the_file_and_the_problem(tmp_path: Path, text: str, message: str) -> None:
