@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TextIO
@@ -33,7 +33,7 @@ from typing import Annotated, Any, TextIO
 import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from whyjob.api import web
 from whyjob.api.access import Access, Principal
@@ -357,17 +357,29 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
             return JSONResponse({"ready": False, "reason": reason}, status_code=503)
         return JSONResponse({"ready": True, "last_seq": seq})
 
-    @app.get("/metrics", include_in_schema=False, response_class=PlainTextResponse)
-    def metrics() -> str:
-        with options.lock:
-            counts = dict(options.counters)
-        lines = ["# TYPE whyjob_api_requests_total counter"]
-        for key, value in sorted(counts.items()):
-            method, status = key.split(" ")
-            lines.append(
-                f'whyjob_api_requests_total{{method="{method}",status="{status}"}} {value}'
+    # The official client writes the exposition (escaping, number formats), as the
+    # collector's /metrics does; a registry of the app's own, not the process-global one.
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, Metric
+    from prometheus_client.registry import Collector
+
+    class _Requests(Collector):
+        def collect(self) -> Iterator[Metric]:
+            with options.lock:
+                counts = dict(options.counters)
+            family = CounterMetricFamily(
+                "whyjob_api_requests", "API requests answered", labels=["method", "status"]
             )
-        return "\n".join(lines) + "\n"
+            for key, value in sorted(counts.items()):
+                family.add_metric(key.split(" "), value)
+            yield family
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Requests())
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
 

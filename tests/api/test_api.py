@@ -79,7 +79,14 @@ def test_no_token_a_wrong_token_and_the_proxy_headers(api: Api, world: World) ->
     proxied = {"X-Forwarded-User": "ana@example.com", "X-Forwarded-Groups": "team-a-devs,staff"}
     # The test client connects from "testclient", not one of the proxy's addresses: refused.
     assert api.get("/api/v1/experiments", headers=proxied).status_code == 401
-    assert api.get("/healthz").status_code == 200 and api.get("/metrics").status_code == 200
+    assert api.get("/healthz").status_code == 200
+    from prometheus_client.parser import text_string_to_metric_families
+
+    exposition = api.get("/metrics")
+    assert exposition.headers["content-type"].startswith("text/plain; version=")
+    (requests,) = text_string_to_metric_families(exposition.text)
+    counted = {(s.labels["method"], s.labels["status"]): s.value for s in requests.samples}
+    assert requests.name == "whyjob_api_requests" and counted[("GET", "401")] >= 3
 
 
 def test_the_explanation_is_the_cli_json_and_the_timeline_has_lanes(api: Api, world: World) -> None:
