@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import sys
 import threading
 from typing import Annotated
@@ -47,12 +45,13 @@ def serve(
     except (WhyjobError, ValueError) as exc:
         fail(str(exc), getattr(exc, "exit_code", 2))
     address, number = served.listen
+    from whyjob.core.net import ListenError, listen_socket
+
     try:
         # Bound before anything is said or started: a busy port is the first and only line.
-        listener = socket.create_server((address, number))
-    except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        fail(f"cannot listen on {address}:{number}: {reason}", 1)
+        listener = listen_socket(address, number)
+    except ListenError as exc:
+        fail(str(exc), 1)
     for note in served.notes:
         sys.stderr.write(f"whyjob serve: {note}\n")
     stop = threading.Event()

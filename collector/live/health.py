@@ -6,15 +6,14 @@ state live in one Health object. `/metrics` is prometheus_client's exposition of
 Collector that reads that object at scrape time (no second set of counters to keep in step; the
 client does the escaping, number formats and OpenMetrics negotiation). `/livez` (and `/healthz`,
 its older name) answers 503 once the process can no longer do its job, so the kubelet restarts
-it; `/readyz` also while the index does not answer or no source is up, so no traffic (the
-agents' records) is sent to it. Served by uvicorn with a small Starlette app: the HTTP stack
+it; `/readyz` also while the index does not answer, so no traffic (the agents' records) is
+sent to it. Only `/healthz` details each collector's state and last error. Served by uvicorn with a small Starlette app: the HTTP stack
 `whyjob serve` already runs.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections import defaultdict
@@ -29,6 +28,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from whyjob.core.net import listen_socket
+
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["CollectorState", "Health", "IndexProbe", "MetricsServer", "check_index"]
 
 # States that are not sources: the index writer (its health is `fatal` and the index probe).
-_NOT_SOURCES = frozenset({"writer"})
 
 
 @dataclass(slots=True)
@@ -121,17 +121,12 @@ class Health:
 
     def not_ready(self) -> str | None:
         """Why this process should get no traffic, or None: it can no longer store anything
-        (`fatal`), or it has sources and none is up. One source down among others that work
-        keeps it ready: its own loop retries it, taking the pod out of its Service would cut
-        the working ones off too, and `whyjob_collector_up` is what to alert on."""
+        (`fatal`). Sources being down is no reason: the traffic is the agents' records, which
+        the receiver takes whatever the Kubernetes API or a cloud poller is doing (taking the
+        pod out of its Service would cut them off too, and no post could then clear it); each
+        source's loop retries it, and `whyjob_collector_up` is what to alert on."""
         with self._lock:
-            if self.fatal is not None:
-                return self.fatal
-            sources = [(n, s) for n, s in self._sorted() if n not in _NOT_SOURCES]
-            if sources and not any(s.up for _, s in sources):
-                why = "; ".join(f"{n}: {s.last_error or 'not up yet'}" for n, s in sources)
-                return f"no source is up ({why})"
-        return None
+            return self.fatal
 
     def summary(self) -> dict[str, Any]:
         with self._lock:
@@ -277,8 +272,7 @@ class MetricsServer:
         self._registry.register(_HealthCollector(health))
         # Bound here, not in the server's thread: a port in use fails in the caller, and the
         # address (port 0: the kernel's pick) is known before start().
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._socket = socket.create_server((host, port), family=family)
+        self._socket = listen_socket(host, port)
         app = Starlette(
             routes=[
                 Route("/metrics", self._metrics),
@@ -309,7 +303,9 @@ class MetricsServer:
     async def _live(self, request: Request) -> Response:
         from starlette.responses import Response
 
-        body = {"fatal": self.health.fatal, "collectors": self.health.summary()}
+        body: dict[str, Any] = {"fatal": self.health.fatal}
+        if request.url.path == "/healthz":  # the detailed view; the probes need only the verdict
+            body["collectors"] = self.health.summary()
         status = 200 if self.health.fatal is None else 503
         return Response(orjson.dumps(body), status, media_type="application/json")
 
@@ -320,7 +316,7 @@ class MetricsServer:
         reason = self.health.not_ready()
         if reason is None and self.probe is not None:
             reason = await run_in_threadpool(self.probe)  # may wait on the index
-        body = {"ready": reason is None, "reason": reason, "collectors": self.health.summary()}
+        body = {"ready": reason is None, "reason": reason}
         status = 200 if reason is None else 503
         return Response(orjson.dumps(body), status, media_type="application/json")
 
@@ -335,7 +331,10 @@ class MetricsServer:
         deadline = time.monotonic() + 10
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the metrics endpoint on {self.address} did not start")
+                address = self.address
+                self._server.should_exit = True
+                self._socket.close()
+                raise RuntimeError(f"the metrics endpoint on {address} did not start")
             time.sleep(0.005)
         return self
 

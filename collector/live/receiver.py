@@ -12,7 +12,6 @@ sender that sees 200 may forget them, and one that does not may send them again 
 from __future__ import annotations
 
 import hmac
-import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from whyjob.collector.live.health import Health
 from whyjob.collector.live.logs import LogRetention, decode_otlp, otlp_items
 from whyjob.collector.live.sink import Batch, Writer
 from whyjob.collector.live.wire import decode_items
+from whyjob.core.net import listen_socket
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -35,6 +35,9 @@ __all__ = ["Receiver"]
 
 _MAX_BODY = 64 * 1024 * 1024
 _ROUTES = ("/v1/logs", "/whyjob/v1/items")
+# On stop, uploads under way get this long to finish (then the agents send them again): a
+# slow 64 MiB post must not hold a SIGTERM up until the kubelet's SIGKILL.
+_GRACE_S = 10
 
 
 class _Busy(Exception):
@@ -134,22 +137,6 @@ def _app(owner: Receiver) -> Starlette:
     )
 
 
-def _bound(host: str, port: int) -> socket.socket:
-    """A listening socket. Its protocol is named: asyncio turns Nagle's algorithm off only on
-    sockets whose proto is IPPROTO_TCP, and `socket.create_server` leaves it 0, which made
-    every reply wait out the client's delayed ACK (40 ms)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(socket.SOMAXCONN)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
 class Receiver:
     """The HTTP server: a Starlette app that uvicorn serves from a thread of its own.
 
@@ -176,7 +163,7 @@ class Receiver:
         self.retention = retention
         self.token = token
         self._lock = threading.Lock()  # retention state is shared by the handler threads
-        self._socket = _bound(host, port)
+        self._socket = listen_socket(host, port)
         config = uvicorn.Config(
             _app(self),
             log_level="warning",
@@ -185,6 +172,7 @@ class Receiver:
             lifespan="off",
             proxy_headers=False,
             server_header=False,
+            timeout_graceful_shutdown=_GRACE_S,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
@@ -208,7 +196,10 @@ class Receiver:
         deadline = time.monotonic() + 30
         while not self._server.started:  # uvicorn offers no event to wait on
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the receiver on {self.address} did not start")
+                address = self.address
+                self._server.should_exit = True
+                self._socket.close()
+                raise RuntimeError(f"the receiver on {address} did not start")
             time.sleep(0.01)
         self._flusher.start()
         return self
@@ -217,8 +208,8 @@ class Receiver:
         """Stops taking connections, lets requests under way finish, and keeps the log tails."""
         self._stop.set()
         self._server.should_exit = True
-        if self._thread.is_alive():
-            self._thread.join()
+        if self._thread.is_alive():  # uvicorn gives requests under way _GRACE_S to finish
+            self._thread.join(timeout=_GRACE_S + 5)
         self._socket.close()
         with self._lock:
             tails = self.retention.flush_all()

@@ -81,10 +81,13 @@ def test_liveness_and_readiness() -> None:
 
         reasons.append(None)
         health.error("k8s/pods", "connection refused")  # now no source is up
+        health.error("receiver", "400: not OTLP", down=False)
         ready = httpx.get(f"{base}/readyz")
-        assert ready.status_code == 503
-        assert "no source is up" in ready.json()["reason"]
-        assert "connection refused" in ready.json()["reason"]
+        # Still ready: the agents' records go on arriving whatever the sources are doing.
+        assert ready.status_code == 200 and ready.json() == {"ready": True, "reason": None}
+        detail = httpx.get(f"{base}/healthz").json()["collectors"]
+        assert detail["k8s/pods"]["last_error"] == "connection refused"
+        assert "collectors" not in httpx.get(f"{base}/livez").json()  # the probes' verdict only
 
         health.fatal = "the index writer stopped: OSError: disk full"
         assert httpx.get(f"{base}/livez").status_code == 503
@@ -94,11 +97,17 @@ def test_liveness_and_readiness() -> None:
         server.stop()
 
 
-def test_a_process_with_no_source_yet_is_ready() -> None:
+def test_readiness_is_not_about_sources() -> None:
+    """A receiver-only collector whose first post was bad must stay in its Service, or no good
+    post could ever arrive to clear it."""
     assert Health().not_ready() is None  # a receiver no agent has sent to yet
     health = Health()
+    health.error("receiver", "400: not OTLP", down=False)
     health.error("writer", "index busy, retrying in 1 s", down=False)
-    assert health.not_ready() is None  # the writer is no source; `fatal` speaks for it
+    health.error("kubernetes", "connection refused")
+    assert health.not_ready() is None
+    health.fatal = "the index writer stopped"
+    assert health.not_ready() == "the index writer stopped"
 
 
 def test_check_index_opens_the_index_and_reads_it(tmp_path: Path) -> None:

@@ -78,9 +78,11 @@ def test_a_broken_collector_is_reported_and_the_others_carry_on(tmp_path: Path) 
         running.writer.flush()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as response:
             metrics = response.read().decode()
-        # Ready: the index (a real SQLite file) answers, and sources are up.
+        # Ready: the index (a real SQLite file) answers; /healthz details each collector.
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz") as response:
             ready = json.loads(response.read())
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz") as response:
+            ready["collectors"] = json.loads(response.read())["collectors"]
     finally:
         running.stop()
     assert (
