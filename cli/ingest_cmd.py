@@ -193,7 +193,7 @@ def _progress(paths: list[str], quiet: bool) -> Iterator[ProgressHook | None]:
         BarColumn(),
         DownloadColumn(),
         TimeRemainingColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),  # a file name is no markup: run[rank0].log
         transient=True,
     ) as bar:
         task = bar.add_task("", total=total)

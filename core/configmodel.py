@@ -43,7 +43,13 @@ def _duration_or_zero(value: object) -> object:
 
 
 def _duration_or_none(value: object) -> object:
-    return None if _off(value) or value == 0 else _duration(value)
+    """`off` (a kind kept forever) to None; an empty value or 0 is a mistake, not `off`: a
+    half-edited line must not turn retention off for the noisiest kind."""
+    if _off(value):
+        return None
+    if value is None or value == 0:
+        raise ValueError("not a duration")
+    return _duration(value)
 
 
 def _size(value: object) -> object:

@@ -9,6 +9,7 @@ Families:
 from __future__ import annotations
 
 __all__ = [
+    "Ambiguous",
     "ConfigError",
     "IndexLocked",
     "IndexProblem",
@@ -37,6 +38,13 @@ class InputError(WhyjobError):
         self.reason = reason
         self.origin = origin
         super().__init__(f"{origin}: {reason}" if origin else reason)
+
+
+class Ambiguous(WhyjobError):
+    """A name that fits several things (an experiment in two namespaces or clusters): the
+    message says which option tells them apart. A usage error, as kubectl's are."""
+
+    exit_code = 2
 
 
 class NotFound(WhyjobError):

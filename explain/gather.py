@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from whyjob.core.entities import ExperimentRecord, PodRecord
-from whyjob.core.errors import NotFound, WhyjobError
+from whyjob.core.errors import Ambiguous, NotFound
 from whyjob.core.evidence import Evidence
 from whyjob.core.index import Index
 
@@ -74,11 +74,11 @@ def _find(
     if len(found) > 1:
         if len({e.namespace for e in found}) > 1:
             spaces = ", ".join(sorted({e.namespace for e in found}))
-            raise WhyjobError(
+            raise Ambiguous(
                 f"experiment {name!r} exists in several namespaces ({spaces}): pass --namespace"
             )
         clusters = ", ".join(sorted(e.cluster or "(none)" for e in found))
-        raise WhyjobError(
+        raise Ambiguous(
             f"experiment {name!r} exists in several clusters ({clusters}): pass --cluster"
         )
     record = found[0] if found else None
@@ -97,11 +97,11 @@ def _find(
     ]
     namespaces = sorted({p.namespace for p in pods})
     if len(namespaces) > 1:
-        raise WhyjobError(
+        raise Ambiguous(
             f"pods named {name}-* exist in several namespaces ({', '.join(namespaces)}): pass --namespace"
         )
     if len(homes := sorted({p.cluster or "(none)" for p in pods})) > 1:
-        raise WhyjobError(
+        raise Ambiguous(
             f"pods named {name}-* exist in several clusters ({', '.join(homes)}): pass --cluster"
         )
     return None, pods

@@ -168,6 +168,27 @@ def test_exit_codes(run: Run, tmp_path: Path) -> None:
     assert run("show", "7fffffffffffffff", "-o", "json").exit_code == 3
     assert run("no-such-run-1").exit_code == 3
     assert run("rules", "list", "-o", "toml").exit_code == 2
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "dup-run-0",
+                "namespace": namespace,
+                "uid": f"uid-{namespace}",
+                "labels": {"experiment": "dup-run"},
+                "creationTimestamp": "2026-03-01T10:00:00Z",
+            },
+            "spec": {"nodeName": "node-1", "containers": [{"name": "trainer"}]},
+            "status": {"phase": "Running", "startTime": "2026-03-01T10:00:01Z"},
+        }
+        for namespace in ("team-a", "team-b")
+    ]
+    (tmp_path / "pods.json").write_text(json.dumps({"kind": "List", "items": pods}))
+    assert run("ingest", str(tmp_path / "pods.json")).exit_code == 0
+    ambiguous = run("dup-run")
+    assert ambiguous.exit_code == 2 and "pass --namespace" in ambiguous.output
+    assert run("dup-run", "-n", "team-a").exit_code == 0
 
 
 def test_serve_on_a_busy_port_says_so_and_nothing_else(tmp_path: Path) -> None:

@@ -56,6 +56,10 @@ def test_the_policy_reads_prefixes_and_off(tmp_path: Path) -> None:
     assert not load_policy(None).configured and load_policy(None).keep_ms("log.line") is None
     with pytest.raises(ConfigError, match=r"config.yaml:4: retention.kinds.log.: .* or off"):
         _policy(tmp_path, "retention:\n  default: 90d\n  kinds:\n    log.: soon\n")
+    # A half-edited line is a mistake, not `off`: it must not keep the noisiest kind forever.
+    for empty in ("", " 0"):
+        with pytest.raises(ConfigError, match=r"config.yaml:3: retention.kinds.log.line: "):
+            _policy(tmp_path, f"retention:\n  kinds:\n    log.line:{empty}\n")
 
 
 def test_expired_records_go_with_their_raw_bodies_and_search_entries(
