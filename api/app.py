@@ -22,6 +22,7 @@ Each request is written to the audit log: who, what, the answer's status.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import Counter
@@ -58,6 +59,7 @@ class ApiOptions:
     slack_command: Callable[[dict[str, str], bytes], dict[str, Any]] | None = None
     counters: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    ready_for_s: float = 5.0  # how long /readyz keeps an answer that the index is fine
 
 
 def _now_ms() -> int:
@@ -345,17 +347,23 @@ def create_app(service: Service, options: ApiOptions) -> FastAPI:
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", include_in_schema=False)
-    def readyz() -> JSONResponse:  # sync: FastAPI runs it on its thread pool, off the loop
-        from whyjob.core.index import open_index
+    from whyjob.core.index.probe import IndexProbe
 
-        try:
-            with open_index(service.index_path, readonly=True, cache_mib=1, mmap_mib=0) as index:
-                seq = index.last_seq()
-        except Exception as exc:
-            reason = f"the index does not answer: {type(exc).__name__}: {exc}"
-            return JSONResponse({"ready": False, "reason": reason}, status_code=503)
-        return JSONResponse({"ready": True, "last_seq": seq})
+    # One check at a time, a good answer kept a while, none waited on longer than 5 s: probes
+    # cannot fill the thread pool the API's routes share, whatever the index is doing.
+    probe = IndexProbe(service.index_path, every_s=options.ready_for_s)
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        from starlette.concurrency import run_in_threadpool
+
+        reason = await run_in_threadpool(probe)
+        if reason is None:
+            return JSONResponse({"ready": True})
+        # The details (a path, a cluster's error) go to the log; this route needs no token.
+        sys.stderr.write(f"whyjob serve: not ready: {reason}\n")
+        short = reason.split(":", 1)[0]
+        return JSONResponse({"ready": False, "reason": short}, status_code=503)
 
     # The official client writes the exposition (escaping, number formats), as the
     # collector's /metrics does; a registry of the app's own, not the process-global one.

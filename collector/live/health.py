@@ -13,13 +13,11 @@ sent to it. Only `/healthz` details each collector's state and last error. Serve
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -34,11 +32,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from whyjob.core.index.elastic import ElasticSettings
 
-__all__ = ["CollectorState", "Health", "IndexProbe", "MetricsServer", "check_index"]
-
-# States that are not sources: the index writer (its health is `fatal` and the index probe).
+__all__ = ["CollectorState", "Health", "MetricsServer"]
 
 
 @dataclass(slots=True)
@@ -183,70 +178,6 @@ class _HealthCollector(Collector):
         yield from (up, last, lag, events)
         for name, value in sorted(gauges.items()):
             yield GaugeMetricFamily(f"whyjob_{name}", f"whyjob's {name.replace('_', ' ')}.", value)
-
-
-def check_index(location: Path | ElasticSettings) -> str | None:
-    """None when the index opens read-only and answers a read of its write counter (a count
-    over an index, cheap on either backend); else why not. A SQLite file and its folder must
-    also be writable by this process: the writer adds the WAL files beside it."""
-    from whyjob.core.index import open_index
-
-    if isinstance(location, Path):
-        for path in (location, location.parent):
-            if path.exists() and not os.access(path, os.W_OK):
-                return f"{path} is not writable by this process"
-    try:
-        with open_index(
-            location, readonly=True, busy_timeout_s=5.0, cache_mib=1, mmap_mib=0
-        ) as index:
-            index.last_seq()
-    except Exception as exc:
-        return f"the index does not answer: {type(exc).__name__}: {exc}"
-    return None
-
-
-class IndexProbe:
-    """`check_index` for readiness probes: run on a thread of its own at most every `every_s`
-    (the kubelet and a scraper may both ask), and an index that has not answered within
-    `timeout_s` is reported as such, so a hung Elasticsearch never hangs the endpoint."""
-
-    def __init__(
-        self,
-        location: Path | ElasticSettings,
-        *,
-        every_s: float = 5.0,
-        timeout_s: float = 5.0,
-        check: Callable[[Path | ElasticSettings], str | None] = check_index,
-    ) -> None:
-        self.location = location
-        self.every_s, self.timeout_s = every_s, timeout_s
-        self._check = check
-        self._lock = threading.Lock()
-        self._reason: str | None = None
-        self._at = -float("inf")
-        self._pending: threading.Event | None = None
-
-    def __call__(self) -> str | None:
-        with self._lock:
-            if self._pending is None and time.monotonic() - self._at >= self.every_s:
-                self._pending = threading.Event()
-                threading.Thread(
-                    target=self._run, args=(self._pending,), name="whyjob-index-probe", daemon=True
-                ).start()
-            pending = self._pending
-        if pending is not None and not pending.wait(self.timeout_s):
-            return f"the index did not answer within {self.timeout_s:g} s"
-        with self._lock:
-            return self._reason
-
-    def _run(self, done: threading.Event) -> None:
-        try:
-            reason = self._check(self.location)
-        except Exception as exc:  # a probe never dies of what it probes
-            reason = f"{type(exc).__name__}: {exc}"
-        with self._lock:
-            self._reason, self._at, self._pending = reason, time.monotonic(), None
-        done.set()
 
 
 class MetricsServer:

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from whyjob.collector.ingest.base import IngestOptions
 from whyjob.collector.live.config import CollectConfig
-from whyjob.collector.live.health import Health, IndexProbe, MetricsServer
+from whyjob.collector.live.health import Health, MetricsServer
 from whyjob.collector.live.logs import LogRetention
 from whyjob.collector.live.poller import Poller
 from whyjob.collector.live.receiver import Receiver
 from whyjob.collector.live.sink import Writer, checkpoint_key
 from whyjob.core import telemetry
 from whyjob.core.index import Index, open_index
+from whyjob.core.index.probe import IndexProbe
 
 if TYPE_CHECKING:
     from whyjob.core.index.elastic import ElasticSettings
@@ -157,7 +158,7 @@ def start_collectors(
     metrics = None
     if config.metrics_listen is not None:
         metrics = MetricsServer(
-            health, *config.metrics_listen, probe=IndexProbe(index_path)
+            health, *config.metrics_listen, probe=IndexProbe(index_path, writable=True)
         ).start()
     # This cluster's resume points only (another cluster's collector may share the index).
     scope = checkpoint_key("", ingest.cluster)

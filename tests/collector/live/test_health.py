@@ -10,8 +10,9 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from whyjob.collector.live.health import Health, IndexProbe, MetricsServer, check_index
+from whyjob.collector.live.health import Health, MetricsServer
 from whyjob.core.index import SqliteIndex
+from whyjob.core.index.probe import IndexProbe, check_index
 
 
 def _health() -> Health:
@@ -155,3 +156,17 @@ def test_a_taken_port_fails_in_the_caller() -> None:
             raise AssertionError("a second endpoint bound the same port")
     finally:
         first.stop()
+
+
+def test_the_index_probe_keeps_good_news_and_asks_again_after_bad(tmp_path: Path) -> None:
+    answers = ["down", None, "down"]
+    calls: list[str | None] = []
+
+    def check(location: object) -> str | None:
+        calls.append(answers[len(calls)])
+        return calls[-1]
+
+    probe = IndexProbe(tmp_path / "index.sqlite", every_s=60, check=check)
+    assert probe() == "down"
+    assert probe() is None  # not ready is checked again at once: back as soon as the index is
+    assert probe() is None and len(calls) == 2  # ready is kept for every_s
