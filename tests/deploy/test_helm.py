@@ -7,6 +7,8 @@ own loaders."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -422,6 +424,47 @@ def test_sqlite_keeps_serve_on_the_collector_node_and_an_emptydir_runs_it_in_the
     assert [c["name"] for c in pod["containers"]] == ["collect", "serve"]
     assert {v["name"]: v for v in pod["volumes"]}["index"] == {"name": "index", "emptyDir": {}}
     assert not of_kind(alongside, "PersistentVolumeClaim")
+    # The user-facing server beside the collector gets none of the collector's API access.
+    assert pod["automountServiceAccountToken"] is False
+    mounts = {c["name"]: {m["name"] for m in c.get("volumeMounts", [])} for c in pod["containers"]}
+    assert "kube-api-access" in mounts["collect"] and "kube-api-access" not in mounts["serve"]
+    projected = {v["name"]: v for v in pod["volumes"]}["kube-api-access"]["projected"]
+    assert {"serviceAccountToken", "configMap", "downwardAPI"} == {
+        key for source in projected["sources"] for key in source
+    }
+    assert (
+        "automountServiceAccountToken"
+        not in named(found, "Deployment", "collector")["spec"]["template"]["spec"]
+    )  # a collector alone keeps the kubelet's own mount
+
+
+def test_without_tokens_the_chart_keeps_one_in_a_secret_not_in_a_log() -> None:
+    found = objects({})
+    secret = named(found, "Secret", "tokens")
+    document = yaml.safe_load(base64.b64decode(secret["data"]["tokens.yaml"]))
+    (admin,) = document["tokens"]
+    assert admin["namespaces"] == ["*"] and len(admin["token"]) == 40
+    assert config_of(found)["api"]["tokens"] == "/etc/whyjob/tokens/tokens.yaml"
+    mine = [{"name": "a", "token": "t" * 32, "namespaces": ["ml"]}]
+    given = objects({"serve": {"tokens": {"tokens": mine}}})
+    assert "stringData" in named(given, "Secret", "tokens")  # the values' own tokens
+    proxied = objects({"serve": {"api": {"proxy_cidrs": ["10.0.0.0/8"]}}})
+    assert not [o for o in of_kind(proxied, "Secret") if o["metadata"]["name"].endswith("tokens")]
+
+
+def test_pods_restart_together_when_the_receiver_token_changes() -> None:
+    found = objects({})
+    token = base64.b64decode(named(found, "Secret", "receiver-token")["data"]["token"])
+    digest = hashlib.sha256(base64.b64encode(token)).hexdigest()
+    for component, kind in (("collector", "Deployment"), ("agent", "DaemonSet")):
+        annotations = named(found, kind, component)["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["checksum/receiver-token"] == digest, component
+    fixed = objects({"receiverToken": {"value": "s" * 40}})
+    again = objects({"receiverToken": {"value": "s" * 40}})
+    assert (
+        named(fixed, "Deployment", "collector")["spec"]["template"]["metadata"]["annotations"]
+        == named(again, "Deployment", "collector")["spec"]["template"]["metadata"]["annotations"]
+    )
 
 
 def test_elasticsearch_has_no_volume_and_its_key_comes_from_a_secret() -> None:

@@ -85,7 +85,31 @@ it generates: whyjob refuses a receiver reachable from other machines without a 
 
 {{- define "whyjob.tokensSecret" -}}
 {{- if .Values.serve.tokens.existingSecret }}{{ .Values.serve.tokens.existingSecret }}
-{{- else if .Values.serve.tokens.tokens }}{{ include "whyjob.component" (list . "tokens") }}
+{{- else if or .Values.serve.tokens.tokens (include "whyjob.generatedTokens" .) }}{{ include "whyjob.component" (list . "tokens") }}
+{{- end }}
+{{- end }}
+
+{{/* No tokens and no trusted proxy: the chart keeps one read-all token in a Secret of its
+own (not in a pod log, where serve would otherwise print the one it makes up). */}}
+{{- define "whyjob.generatedTokens" -}}
+{{- if and .Values.serve.enabled (not .Values.serve.tokens.tokens) (not .Values.serve.tokens.existingSecret) (not (get (.Values.serve.api | default dict) "proxy_cidrs")) }}true{{ end }}
+{{- end }}
+
+{{/* The receiver's token for this render, made once: the Secret and the pods' checksum
+annotations read the same value (a value given, the one an earlier install kept, or new). */}}
+{{- define "whyjob.receiverToken" -}}
+{{- if not (hasKey .Values.receiverToken "rendered") }}
+{{- $kept := (lookup "v1" "Secret" .Release.Namespace (include "whyjob.component" (list . "receiver-token"))).data | default dict }}
+{{- $_ := set .Values.receiverToken "rendered" (.Values.receiverToken.value | b64enc | default $kept.token | default (randAlphaNum 40 | b64enc)) }}
+{{- end }}
+{{- .Values.receiverToken.rendered }}
+{{- end }}
+
+{{/* Pods restart when the receiver's token changes (a GitOps render makes a new one unless
+receiverToken.value or existingSecret is set): the collector and the agents move together. */}}
+{{- define "whyjob.receiverChecksum" -}}
+{{- if eq (include "whyjob.receiverSecret" .) (include "whyjob.component" (list . "receiver-token")) }}
+checksum/receiver-token: {{ include "whyjob.receiverToken" . | sha256sum }}
 {{- end }}
 {{- end }}
 
