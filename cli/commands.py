@@ -74,6 +74,8 @@ def explain(
     from whyjob.explain.render import render_markdown, render_text
 
     fmt = choose(output, as_json)
+    if markdown and (output is not None or as_json):
+        fail("--markdown and -o ask for two formats: give one", 2)
     state = state_of(ctx)
     ruleset = load_ruleset(ctx, rules)
     with state.open_index(readonly=True) as index:

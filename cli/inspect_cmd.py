@@ -144,7 +144,7 @@ def show(
         found = {ev.id: ev for ev in index.get(wanted)}
         if fmt.data:
             items = [
-                evidence_document(found[n], _raw_of(index, found[n]) if raw else None)
+                evidence_document(found[n], _raw_of(index, found[n])[0] if raw else None)
                 for n in wanted
                 if n in found
             ]
@@ -164,11 +164,8 @@ def show(
                 typer.echo(
                     "  attrs " + orjson.dumps(ev.attrs, option=orjson.OPT_SORT_KEYS).decode()
                 )
-            body = index.raw(ev.id) if raw else None
-            snapshot = ev.attrs.get("snapshot")
-            if raw and body is None and isinstance(snapshot, str):
-                # Facts read from a pod or node object point at the snapshot that holds it.
-                body = index.raw(parse_id(snapshot))
+            body, snapshot = _raw_of(index, ev) if raw else (None, None)
+            if snapshot is not None:
                 typer.echo(f"  from snapshot {snapshot}:")
             if body:
                 try:
@@ -180,15 +177,19 @@ def show(
         raise typer.Exit(3)
 
 
-def _raw_of(index, ev) -> bytes | None:  # type: ignore[no-untyped-def]
-    """The record's own raw body, else the snapshot it was read from (a pod or node fact)."""
+def _raw_of(index, ev) -> tuple[bytes | None, str | None]:  # type: ignore[no-untyped-def]
+    """The record's own raw body, else that of the snapshot it was read from (facts read
+    from a pod or node object point at the snapshot that holds it) and the snapshot's id."""
     from whyjob.core.evidence import parse_id
 
     body: bytes | None = index.raw(ev.id)
     snapshot = ev.attrs.get("snapshot")
-    if body is None and isinstance(snapshot, str):
-        body = index.raw(parse_id(snapshot))
-    return body
+    if body is not None or not isinstance(snapshot, str):
+        return body, None
+    try:
+        return index.raw(parse_id(snapshot)), snapshot
+    except ValueError:  # not an id: a record from elsewhere that names a snapshot its own way
+        return None, None
 
 
 def quarantine(

@@ -128,18 +128,22 @@ def _next_steps(index: Path, experiment: str) -> str:
         if here.is_relative_to(Path.cwd()):
             folder = f"$PWD/{here.relative_to(Path.cwd())}"
         exports.append(f'PATH="{folder}:$PATH"')
+    import shlex
+
     home = Path.home()
     shown = f"~/{index.relative_to(home)}" if index.is_relative_to(home) else str(index)
+    if shlex.quote(shown.removeprefix("~/")) != shown.removeprefix("~/"):
+        shown = shlex.quote(str(index))  # a space in the path: quoted, and no ~ to expand
     if os.environ.get("WHYJOB_INDEX") != str(index):
         exports.append(f"WHYJOB_INDEX={shown}")
     lines = ["", "Next, in this shell:"]
     if exports:
-        lines.append(f"  export {' '.join(exports)}")
+        lines.append(f"  export {' '.join(exports)}  # bash, zsh; fish: set -gx NAME VALUE")
     steps = [
         (f"whyjob {experiment} --timeline 0", "the story again, without the timeline"),
         (f"whyjob {experiment} -o json", "the same as data"),
         ("whyjob experiments", "what the index holds"),
-        ("whyjob serve", "the web timeline, at http://127.0.0.1:8080"),
+        ("whyjob serve", "the web timeline: open the login link it prints"),
     ]
     width = max(len(command) for command, _ in steps)
     lines += [f"  {command:<{width}}  # {what}" for command, what in steps]

@@ -174,7 +174,7 @@ def _message(node: Located, spec: Spec, name: str, error: ErrorDetails) -> tuple
         return item, f"{key}: unknown {item.value!r} (one of {allowed})"
     if kind == "list" and len(loc) > 1 and isinstance(at.value, list):
         at = _at(at, loc[-1:])  # the entry that is not a name
-    return at, describe(kind, key, at.value)
+    return at, describe(kind, key, _plain(at))
 
 
 def validate_section(f: ConfigFile, node: Located, spec: Spec, name: str) -> dict[str, Any]:

@@ -43,6 +43,9 @@ EXPERIMENT_KINDS = frozenset(
     }
 )
 
+# Kinds whose name other projects use too: only their own API group names an experiment.
+_GROUPS = {"Workflow": "argoproj.io/", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/"}
+
 _FIELD_CONTAINER = re.compile(r"spec\.(?:initContainers|containers|ephemeralContainers)\{([^}]+)\}")
 _SCHEDULED = re.compile(r"Successfully assigned (?P<ns>[^/\s]+)/(?P<pod>\S+) to (?P<node>\S+)")
 _NODE_COMPONENTS = frozenset({"kubelet"})
@@ -102,7 +105,7 @@ def parse_event(ctx: Context, item: Mapping[str, Any], line: int | None) -> Iter
             container = match.group(1)
     elif kind == "Node":
         node, namespace = name, None
-    elif kind in EXPERIMENT_KINDS:
+    elif kind in EXPERIMENT_KINDS and _GROUPS.get(kind, "") in str(obj.get("apiVersion") or ""):
         experiment = name
     attrs: dict[str, Any] = {
         "reason": reason,

@@ -260,6 +260,8 @@ def test_the_demo_ends_with_the_commands_that_go_on(
         'export PATH="$PWD/venv/bin:$PATH" WHYJOB_INDEX=~/.local/share/whyjob/demo.sqlite' in text
     )
     assert "  whyjob t5-3b-lr3e4-10 --timeline 0" in text
+    spaced = tmp_path / "my data" / "demo.sqlite"
+    assert f"WHYJOB_INDEX='{spaced}'" in _next_steps(spaced, "t5-3b-lr3e4-10")
     monkeypatch.setenv("PATH", str(folder))
     (folder / "whyjob").write_text("#!/bin/sh\n")
     (folder / "whyjob").chmod(0o755)

@@ -164,24 +164,31 @@ def test_events_about_a_launcher_object_belong_to_its_experiment(
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": f"e{n}", "namespace": "ml"},
-            "involvedObject": {"kind": kind, "name": name, "namespace": "ml"},
+            "involvedObject": {
+                "kind": kind,
+                "name": name,
+                "namespace": "ml",
+                "apiVersion": version,
+            },
             "reason": reason,
             "message": message,
             "type": "Normal",
             "lastTimestamp": "2026-03-01T10:00:00Z",
             "count": 1,
         }
-        for n, (kind, name, reason, message) in enumerate(
+        for n, (kind, version, name, reason, message) in enumerate(
             [
-                ("LeaderWorkerSet", "vllm-70b", "GroupsProgressing", "Creating revision"),
-                ("Workflow", "sweep-7", "WorkflowRunning", "Workflow Running"),
-                ("MXJob", "mx-1", "MXJobCreated", "MXJob mx-1 is created."),
+                ("LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1", "vllm-70b", "GroupsProgressing", "Creating revision"),
+                ("Workflow", "argoproj.io/v1alpha1", "sweep-7", "WorkflowRunning", "Workflow Running"),
+                ("MXJob", "kubeflow.org/v1", "mx-1", "MXJobCreated", "MXJob mx-1 is created."),
+                ("Workflow", "example.com/v1", "not-argo", "Started", "some other Workflow"),
             ]
         )
-    ]
+    ]  # fmt: skip
     (tmp_path / "events.json").write_text(
         json.dumps({"apiVersion": "v1", "kind": "List", "items": events})
     )
-    assert ingest(tmp_path / "events.json").total("stored") == 3
+    assert ingest(tmp_path / "events.json").total("stored") == 4
     for name in ("vllm-70b", "sweep-7", "mx-1"):
         assert len(index.entity_evidence("experiment", [name], 0, 2**62)) == 1, name
+    assert not index.entity_evidence("experiment", ["not-argo"], 0, 2**62)  # another group's

@@ -12,7 +12,7 @@ from whyjob.collector.ingest.run import Ingestor
 from whyjob.core.index import SqliteIndex
 from whyjob.explain import story
 from whyjob.explain.engine import explain_experiment
-from whyjob.explain.model import Attempt, Explanation
+from whyjob.explain.model import Attempt, Explanation, Loop
 from whyjob.explain.render import render_markdown, render_text
 from whyjob.explain.ruleset import RuleSet, load_rules
 from whyjob.sim import simulate
@@ -124,3 +124,16 @@ def test_a_loop_names_the_step_it_keeps_returning_to() -> None:
         "no forward progress since step 12000."
     )
     assert story.verdict(attempts, roots, loop).summary.startswith(story.loop_headline(loop))
+
+
+@pytest.mark.parametrize(
+    ("cause", "kind", "words"),
+    [
+        ("startup.unschedulable", "unschedulable", "generations left unscheduled (no node"),
+        ("unknown", "same_error", "killed by failures that left no evidence"),
+        ("app.exception", "same_error", "killed by a traceback from the training code"),
+    ],
+)
+def test_a_loops_cause_reads_as_words(cause: str, kind: str, words: str) -> None:
+    loop = Loop(True, 3, 600, kind, False, cause=cause)
+    assert words in story.loop_headline(loop)
