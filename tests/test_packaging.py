@@ -8,6 +8,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[1]
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
 
@@ -31,26 +33,26 @@ def test_every_package_folder_is_listed() -> None:
     assert set(CONFIG["package-data"]) - {"*"} <= found
 
 
-def test_install_prints_no_build_warnings(tmp_path: Path) -> None:
-    """A newcomer's first command must not print setuptools warnings that read as a failure."""
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The wheel pip builds from this tree, and everything the build printed."""
+    folder = tmp_path_factory.mktemp("wheel")
     built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
+         str(folder), str(ROOT)],
         check=True,
         capture_output=True,
         text=True,
-    )
-    assert "would be ignored" not in built.stdout + built.stderr
-    assert "is absent from the `packages` configuration" not in built.stdout + built.stderr
+    )  # fmt: skip
+    (path,) = folder.glob("whyjob-*.whl")
+    return path, built.stdout + built.stderr
+
+
+def test_install_prints_no_build_warnings(wheel: tuple[Path, str]) -> None:
+    """A newcomer's first command must not print setuptools warnings that read as a failure."""
+    printed = wheel[1]
+    assert "would be ignored" not in printed
+    assert "is absent from the `packages` configuration" not in printed
 
 
 def test_no_bare_top_level_imports() -> None:
@@ -66,25 +68,8 @@ def test_no_bare_top_level_imports() -> None:
                     )
 
 
-def test_wheel_carries_rules_templates_and_schema(tmp_path: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (wheel,) = tmp_path.glob("whyjob-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
+def test_wheel_carries_rules_templates_and_schema(wheel: tuple[Path, str]) -> None:
+    names = set(zipfile.ZipFile(wheel[0]).namelist())
     for rule in (ROOT / "rules").glob("*.yaml"):
         assert f"whyjob/rules/{rule.name}" in names
     for template in (ROOT / "explain" / "templates").glob("*.j2"):

@@ -21,14 +21,17 @@ from whyjob.explain.ruleset import load_rules
 CORPUS = Path(__file__).parents[1] / "fixtures" / "realworld" / "cases.jsonl"
 
 # Floors: raise them as the diagnosis improves, never lower them to let a change through.
-# They sit just under the figures of the last run (all 0.975, holdout 0.912, lowest recall
-# 0.850 for pod.preempted, whose three misses are all holdout, no flips) so a change that costs
-# even a few cases fails here. New blind batches are harder than the cases tuned on: when F and
-# G (317 cases) joined they were lowered once; H to K (506 cases) and L (136) joined after
-# their blind scores and the families they showed.
+# They sit just under the figures of the last run (all 0.972, holdout 0.910, lowest recall
+# 0.810 for pod.preempted, no flips) so a change that costs even a few cases fails here. New
+# blind batches are harder than the cases tuned on: when F and G (317 cases) joined they were
+# lowered once; H to K (506 cases), L (136) and M (79) joined after their blind scores and the
+# families they showed. pod.preempted keeps a floor of its own since M: of its 21 cases, three
+# holdout misses and one reporter's sentence ("the pod is preempted by Kubernetes") that no
+# record backs, which no rule should read as proof.
 FLOOR_ALL = 0.97
 FLOOR_HOLDOUT = 0.91
 FLOOR_RECALL = 0.85
+FLOOR_RECALL_OF = {"pod.preempted": 0.80}
 MAX_FLIPS = 0
 
 
@@ -119,7 +122,7 @@ def test_accuracy_on_real_text_holds_its_floors(report: Report) -> None:
     assert len(report.flips()) <= MAX_FLIPS, [r.case.id for r in report.flips()]
     for category, (_, recall, support) in report.per_category().items():
         if support:
-            assert recall >= FLOOR_RECALL, (category, recall)
+            assert recall >= FLOOR_RECALL_OF.get(category, FLOOR_RECALL), (category, recall)
 
 
 def test_bench_realworld_prints_both_parts_flips_and_categories(tmp_path: Path) -> None:
