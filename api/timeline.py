@@ -155,10 +155,27 @@ def timeline_view(explanation: Explanation, *, now_ms: int) -> dict[str, Any]:
         for record in attempt.evidence:
             if attempt.category:
                 claimed.setdefault(record, attempt.category)
+    # A pod name without its suffix stands for a rank only while its pods take turns: pods
+    # of a Job that run side by side (parallelism) each get a lane, reused once it is free.
+    free_at: dict[str, list[float]] = {}
+    pod_end: dict[str, float] = {}
+    for attempt in attempts:
+        end = attempt.ended_at if attempt.ended_at is not None else float("inf")
+        pod_end[attempt.pod] = max(pod_end.get(attempt.pod, 0), end)
     for attempt in sorted(attempts, key=lambda a: (_rank_of(a), a.started_at or 0, a.restart)):
         rank = _rank_of(attempt)
-        key = f"rank:{rank}"
-        lane(key, f"rank {attempt.rank}" if attempt.rank else rank, "rank")
+        key = pod_lane.get(attempt.pod) or f"rank:{rank}"
+        label = f"rank {attempt.rank}" if attempt.rank else rank
+        if attempt.rank is None and attempt.pod not in pod_lane:
+            ends = free_at.setdefault(rank, [])
+            start = attempt.started_at or attempt.ended_at or 0
+            slot = next((i for i, end in enumerate(ends) if end <= start), len(ends))
+            if slot == len(ends):
+                ends.append(0)
+            ends[slot] = pod_end[attempt.pod]
+            if slot:
+                key, label = f"{key}#{slot + 1}", f"{rank} ({slot + 1})"
+        lane(key, label, "rank")
         pod_lane[attempt.pod] = key
         tries[key] = tries.get(key, 0) + 1
         names[attempt.id] = f"{lanes[key]['label']} #{tries[key]}"
