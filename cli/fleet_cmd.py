@@ -51,12 +51,37 @@ def _fleet(ctx: typer.Context, since: str, until: str | None) -> Fleet:
         except ValueError as exc:
             fail(str(exc), 2)
         stale = len(index.experiments(limit=1_000_000)) - len(index.derived("fleet/v1"))
-        if stale > 20:
-            sys.stderr.write(f"whyjob: explaining up to {stale} experiments (kept for next time)\n")
-        try:
-            return build_fleet(index, rules, since=start, until=end)
-        except WhyjobError as exc:
-            fail(str(exc), exc.exit_code)
+        if stale <= 20 or not sys.stderr.isatty():
+            if stale > 20:
+                sys.stderr.write(
+                    f"whyjob: explaining up to {stale} experiments (kept for next time)\n"
+                )
+            try:
+                return build_fleet(index, rules, since=start, until=end)
+            except WhyjobError as exc:
+                fail(str(exc), exc.exit_code)
+        # A first look explains every experiment (tens of seconds on a big index): a bar by
+        # experiments on a terminal, gone once done.
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+        with Progress(
+            f"explaining {stale} experiments (kept for next time)",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            transient=True,
+        ) as bar:
+            task = bar.add_task("", total=None)
+            try:
+                return build_fleet(
+                    index,
+                    rules,
+                    since=start,
+                    until=end,
+                    on_progress=lambda done, total: bar.update(task, completed=done, total=total),
+                )
+            except WhyjobError as exc:
+                fail(str(exc), exc.exit_code)
 
 
 def _hours(value: float) -> str:

@@ -93,9 +93,11 @@ def build_fleet(
     since: int,
     until: int,
     readable: Callable[[str], bool] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> Fleet:
     """The fleet between `since` and `until`, over the experiments whose namespace `readable`
-    admits (all when None); the others are counted, never read.
+    admits (all when None); the others are counted, never read. `on_progress(done, total)`
+    hears of each experiment explained anew (the long part of a first look).
 
     Each experiment's runs are kept in the index (`derived`, kind fleet/v1) and reused while
     the rules, the experiment's last sighting and every record written since near its time
@@ -105,7 +107,10 @@ def build_fleet(
     last = index.last_seq()
     written: dict[int, set[int]] = {}  # seq seen -> the hours written after it
     made: list[tuple[str, str, int, bytes]] = []
-    for record in index.experiments(limit=1_000_000):
+    records = index.experiments(limit=1_000_000)
+    for done, record in enumerate(records, 1):
+        if on_progress is not None:
+            on_progress(done, len(records))
         if record.last_seen < since or record.first_seen > until:
             continue
         if readable is not None and not readable(record.namespace):

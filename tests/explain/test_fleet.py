@@ -229,3 +229,16 @@ def test_the_window_ends_at_the_callers_newest_run_not_another_teams(
     assert fleet_window(fleet_index, "1d", None) == (ours, ours + DAY)
     mine = fleet_window(fleet_index, "1d", None, readable=lambda ns: ns == "ml")
     assert mine == (ours - DAY, ours)
+
+
+def test_a_first_look_reports_its_progress_by_experiment(fleet_index: SqliteIndex) -> None:
+    heard: list[tuple[int, int]] = []
+    build_fleet(
+        fleet_index,
+        load_rules(),
+        since=0,
+        until=2**62,
+        on_progress=lambda done, total: heard.append((done, total)),
+    )
+    total = len(fleet_index.experiments(limit=1_000_000))
+    assert total >= 2 and heard == [(n, total) for n in range(1, total + 1)]
