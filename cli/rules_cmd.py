@@ -145,7 +145,7 @@ def _backtracking(rules: RuleSet) -> list[str]:
         patterns = [c.value for c in signal.where if c.op in ("regex", "not_regex")]
         patterns += [signal.capture] if signal.capture is not None else []
         for pattern in patterns:
-            shape, took = slowest_probe(pattern)
+            shape, took = slowest_probe(pattern.compiled())
             if took > _SLOW_PROBE_S:
                 out.append(
                     f"{signal.origin}: signal {signal.id!r}: {pattern.pattern[:60]!r} takes "

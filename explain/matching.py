@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -10,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from whyjob.core.evidence import Evidence
+from whyjob.explain.pattern import LazyPattern
 from whyjob.explain.prefilter import required_literals
 from whyjob.explain.ruleset import Condition, RuleSet, Signal
 
@@ -105,7 +105,7 @@ def _compile(condition: Condition, literal_ids: dict[str, int]) -> Test:
 class _Compiled:
     id: str
     tests: tuple[Test, ...]
-    capture: re.Pattern[str] | None
+    capture: LazyPattern | None
 
 
 class Matcher:

@@ -17,16 +17,27 @@ from re import _constants as sre  # type: ignore[attr-defined]  # the stdlib's o
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
+from whyjob.explain.pattern import UNKNOWN, LazyPattern
+
 __all__ = ["required_literals"]
 
 _MIN_LENGTH = 3
 
 
-@lru_cache(maxsize=4096)  # a rule set's patterns, parsed once per process
-def required_literals(pattern: re.Pattern[str]) -> frozenset[str] | None:
-    """Lower-cased literals one of which every match contains; None when none is guaranteed."""
+def required_literals(pattern: re.Pattern[str] | LazyPattern) -> frozenset[str] | None:
+    """Lower-cased literals one of which every match contains; None when none is guaranteed.
+    A rule's pattern keeps them (a cached rule set brings them along, unparsed)."""
+    if isinstance(pattern, LazyPattern):
+        if pattern.literals is UNKNOWN:
+            pattern.literals = _literals(pattern.pattern, pattern.flags)
+        return pattern.literals
+    return _literals(pattern.pattern, pattern.flags)
+
+
+@lru_cache(maxsize=4096)  # patterns parsed once per process
+def _literals(source: str, flags: int) -> frozenset[str] | None:
     try:
-        parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+        parsed = sre_parse.parse(source, flags)
     except (re.error, RecursionError):
         return None
     found = _sequence(list(parsed))

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
+import pickle
 import re
 import string
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -24,6 +27,8 @@ from whyjob.core.errors import ConfigError
 from whyjob.core.evidence import ENTITY_KEYS
 from whyjob.core.taxonomy import CATEGORIES, Grade
 from whyjob.core.yamllines import Located, load_located
+from whyjob.explain.pattern import LazyPattern
+from whyjob.explain.prefilter import required_literals
 
 __all__ = [
     "FORMAT",
@@ -120,7 +125,7 @@ class Signal:
     title: str
     kinds: frozenset[str]
     where: tuple[Condition, ...]
-    capture: re.Pattern[str] | None
+    capture: LazyPattern | None
     origin: str
     tags: tuple[str, ...] = ()
 
@@ -279,13 +284,17 @@ def _resolve_list(f: _File, node: Located, lists: Mapping[str, list[Any]]) -> li
     return lists[name]
 
 
-def _compile(f: _File, node: Located) -> re.Pattern[str]:
+def _compile(f: _File, node: Located) -> LazyPattern:
+    """Compiled now, so a bad regex is an error with its file and line; kept with its source
+    (what a cached rule set carries) and its prefilter literals."""
     if not isinstance(node.value, str):
         raise f.error(node, "a regex must be a string")
     try:
-        return re.compile(node.value)
+        pattern = LazyPattern(node.value, compiled=re.compile(node.value))
     except re.error as exc:
         raise f.error(node, f"bad regex {node.value!r}: {exc}") from None
+    required_literals(pattern)  # worked out once, kept with the pattern
+    return pattern
 
 
 def _signal(f: _File, node: Located, lists: Mapping[str, list[Any]]) -> tuple[Signal, bool]:
@@ -490,8 +499,71 @@ def _user_files(paths: Iterable[Path]) -> list[tuple[str, str]]:
 
 
 def load_rules(extra: Sequence[Path] = (), *, shipped: bool = True) -> RuleSet:
-    """The shipped rules, then each extra file or folder in order."""
+    """The shipped rules, then each extra file or folder in order.
+
+    A rule set is kept in the user's cache once read, keyed by every file's name and text and
+    by the code that reads them, and read back from there while none changes: parsing the YAML
+    and compiling a few hundred regexes was a third of a `whyjob EXPERIMENT` (about 100 ms),
+    a pickle read back takes a few; its regexes compile when first searched."""
     sources = (_shipped() if shipped else []) + _user_files(extra)
+    path = _cache_path(sources)
+    cached = _cached(path)
+    if cached is not None:
+        return cached
+    rules = _read(sources)
+    _keep(path, rules)
+    return rules
+
+
+# The modules whose code decides what a loaded rule set is: a change to any makes a new key.
+_CODE: Final = ("ruleset.py", "pattern.py", "prefilter.py")
+_CACHE_KEPT = 8  # rule sets kept (several configs' extra rule folders), newest first
+
+
+def _cache_path(sources: Sequence[tuple[str, str]]) -> Path | None:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    key = hashlib.sha256(FORMAT.encode() + sys.version.encode())
+    here = Path(__file__).parent
+    for name in _CODE:
+        try:
+            stat = (here / name).stat()
+        except OSError:
+            return None
+        key.update(f"{name}:{stat.st_mtime_ns}:{stat.st_size}".encode())
+    for name, text in sources:
+        key.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return Path(base) / "whyjob" / f"rules-{key.hexdigest()[:24]}.pickle"
+
+
+def _cached(path: Path | None) -> RuleSet | None:
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as file:
+            rules = pickle.load(file)
+    except Exception:  # absent, unreadable, or written by other code: read the files instead
+        return None
+    return rules if isinstance(rules, RuleSet) else None
+
+
+def _keep(path: Path | None, rules: RuleSet) -> None:
+    """Written beside and renamed into place (readers never see half a file); the oldest
+    beyond the few kept are dropped. A cache that cannot be written is no error."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_bytes(pickle.dumps(rules, protocol=pickle.HIGHEST_PROTOCOL))
+        partial.replace(path)
+        kept = sorted(path.parent.glob("rules-*.pickle"), key=lambda p: p.stat().st_mtime)
+        for old in kept[:-_CACHE_KEPT]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _read(sources: Sequence[tuple[str, str]]) -> RuleSet:
     signals: dict[str, Signal] = {}
     explanations: dict[str, Explanation] = {}
     lists: dict[str, list[Any]] = {}  # shared: a later file may use an earlier file's lists

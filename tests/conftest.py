@@ -14,9 +14,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test reads or writes the real ~/.local/share/whyjob or ~/.config/whyjob."""
+    """No test reads or writes the real ~/.local/share/whyjob, ~/.config/whyjob or the
+    caches in ~/.cache/whyjob."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     for name in ("WHYJOB_INDEX", "WHYJOB_CONFIG", "WHYJOB_CLUSTER"):
         monkeypatch.delenv(name, raising=False)
 
