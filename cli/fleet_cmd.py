@@ -3,6 +3,8 @@ across every experiment in the index, and the fleet's analytics."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -36,8 +38,6 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print whyjob.fleet/v1 JSON
 
 
 def _fleet(ctx: typer.Context, since: str, until: str | None) -> Fleet:
-    import sys
-
     from whyjob.core.errors import WhyjobError
     from whyjob.explain.fleet import build_fleet, fleet_window
 
@@ -51,37 +51,33 @@ def _fleet(ctx: typer.Context, since: str, until: str | None) -> Fleet:
         except ValueError as exc:
             fail(str(exc), 2)
         stale = len(index.experiments(limit=1_000_000)) - len(index.derived("fleet/v1"))
-        if stale <= 20 or not sys.stderr.isatty():
-            if stale > 20:
-                sys.stderr.write(
-                    f"whyjob: explaining up to {stale} experiments (kept for next time)\n"
-                )
+        with _progress(stale) as on_progress:
             try:
-                return build_fleet(index, rules, since=start, until=end)
+                return build_fleet(index, rules, since=start, until=end, on_progress=on_progress)
             except WhyjobError as exc:
                 fail(str(exc), exc.exit_code)
-        # A first look explains every experiment (tens of seconds on a big index): a bar by
-        # experiments on a terminal, gone once done.
+
+
+@contextmanager
+def _progress(stale: int) -> Iterator[Callable[[int, int], None] | None]:
+    """A first look explains every experiment (tens of seconds on a big index): a bar by
+    experiments on a terminal, gone once done; one line otherwise; nothing for a few."""
+    import sys
+
+    what = f"explaining {stale} experiments (kept for next time)"
+    if stale <= 20:
+        yield None
+    elif not sys.stderr.isatty():
+        sys.stderr.write(f"whyjob: {what}\n")
+        yield None
+    else:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
         with Progress(
-            f"explaining {stale} experiments (kept for next time)",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            transient=True,
+            what, BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True
         ) as bar:
             task = bar.add_task("", total=None)
-            try:
-                return build_fleet(
-                    index,
-                    rules,
-                    since=start,
-                    until=end,
-                    on_progress=lambda done, total: bar.update(task, completed=done, total=total),
-                )
-            except WhyjobError as exc:
-                fail(str(exc), exc.exit_code)
+            yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def _hours(value: float) -> str:

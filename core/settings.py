@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IngestLimits",
     "Settings",
+    "cache_dir",
     "default_config_path",
     "default_index_path",
     "load_settings",
@@ -36,6 +37,11 @@ def _xdg(variable: str, fallback: str) -> Path:
 def default_index_path() -> Path:
     """$XDG_DATA_HOME/whyjob/index.sqlite, i.e. ~/.local/share/whyjob/index.sqlite."""
     return _xdg("XDG_DATA_HOME", ".local/share") / "whyjob" / "index.sqlite"
+
+
+def cache_dir() -> Path:
+    """$XDG_CACHE_HOME/whyjob, i.e. ~/.cache/whyjob: what is kept to go faster next time."""
+    return _xdg("XDG_CACHE_HOME", ".cache") / "whyjob"
 
 
 def default_config_path() -> Path:

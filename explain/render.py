@@ -7,12 +7,10 @@ be checked and the timeline follow, each line pointing at evidence ids (`whyjob 
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Final
 
 from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, StrictUndefined
@@ -53,8 +51,9 @@ def _environment() -> Environment:
 def _bytecode_cache() -> FileSystemBytecodeCache | None:
     """Compiled templates kept in the user's cache (Jinja checks each against its source):
     compiling explain.txt.j2 was a tenth of a `whyjob EXPERIMENT`. None where it cannot be."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    folder = Path(base) / "whyjob" / "templates"
+    from whyjob.core.settings import cache_dir
+
+    folder = cache_dir() / "templates"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -129,7 +128,6 @@ def _context(explanation: Explanation, timeline_limit: int) -> dict[str, Any]:
         ),
         "collateral": collateral,
         "collateral_names": _names(collateral),
-        "owners": OWNERS,
         "short_ids": short_ids,
         "failed_attempts": [a for a in attempts if a.failed and a.category != "peer.failure"],
         "timeline": shown,
@@ -140,8 +138,6 @@ def _context(explanation: Explanation, timeline_limit: int) -> dict[str, Any]:
     }
 
 
-# Who acts on a verdict (the taxonomy's owner), as the headline says it.
-OWNERS: Final = {"infra": "owner: infra", "platform": "owner: platform", "user": "owner: user"}
 _NAMES_SHOWN: Final = 8
 
 

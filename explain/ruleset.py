@@ -521,7 +521,8 @@ _CACHE_KEPT = 8  # rule sets kept (several configs' extra rule folders), newest 
 
 
 def _cache_path(sources: Sequence[tuple[str, str]]) -> Path | None:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    from whyjob.core.settings import cache_dir
+
     key = hashlib.sha256(FORMAT.encode() + sys.version.encode())
     here = Path(__file__).parent
     for name in _CODE:
@@ -532,7 +533,7 @@ def _cache_path(sources: Sequence[tuple[str, str]]) -> Path | None:
         key.update(f"{name}:{stat.st_mtime_ns}:{stat.st_size}".encode())
     for name, text in sources:
         key.update(name.encode() + b"\0" + text.encode() + b"\0")
-    return Path(base) / "whyjob" / f"rules-{key.hexdigest()[:24]}.pickle"
+    return cache_dir() / f"rules-{key.hexdigest()[:24]}.pickle"
 
 
 def _cached(path: Path | None) -> RuleSet | None:

@@ -234,33 +234,29 @@ def _reached(generations: Sequence[Mark]) -> int | None:
     return max((m.furthest for m in generations if m.furthest is not None), default=None)
 
 
-# How a loop's cause reads in its headline; other causes read as the taxonomy's meaning.
-_LOOP_CAUSE = {
-    "maintenance_storm": "host maintenance",
-    "mixed": "different causes",
+# What the generations went through, by the loop's kind, then by its cause; any other cause
+# reads as its taxonomy meaning after "killed by".
+_LOOP_WORDS = {
+    "maintenance_storm": "killed by host maintenance",
+    "mixed": "killed by different causes",
+    "startup.unschedulable": "left unscheduled (no node could take them)",
+    "unknown": "killed by failures that left no evidence",
 }
-# ... and by the category, where its meaning does not read after "killed by".
-_CAUSE_WORDS = {"unknown": "failures that left no evidence"}
 
 
 def loop_headline(loop: Loop) -> str:
     """'Restart loop: 4 generations killed by host maintenance in 1h 19m, no forward progress
     since step 12000.' — the first thing a reader of a looping experiment needs to know."""
-    cause = (
-        _LOOP_CAUSE.get(loop.kind or "")
-        or _CAUSE_WORDS.get(loop.cause or "")
-        or (CATEGORIES[loop.cause].meaning if loop.cause in CATEGORIES else "failures")
+    what = (
+        _LOOP_WORDS.get(loop.kind or "")
+        or _LOOP_WORDS.get(loop.cause or "")
+        or f"killed by {CATEGORIES[loop.cause].meaning if loop.cause in CATEGORIES else 'failures'}"
     )
     window = f" in {format_duration(loop.window_s * 1000)}" if loop.window_s else ""
     if loop.stuck_at_step is not None and loop.stuck_at_step >= 0:
         progress = f"no forward progress since step {loop.stuck_at_step}"
     else:
         progress = "no forward progress between them"
-    what = (
-        "left unscheduled (no node could take them)"
-        if loop.cause == "startup.unschedulable"
-        else f"killed by {cause}"
-    )
     return f"Restart loop: {loop.restarts} generations {what}{window}, {progress}."
 
 

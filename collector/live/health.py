@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from whyjob.core.net import listen_socket
+from whyjob.collector.live.serving import ThreadedServer
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -193,7 +193,6 @@ class MetricsServer:
         *,
         probe: Callable[[], str | None] | None = None,
     ) -> None:
-        import uvicorn
         from starlette.applications import Starlette
         from starlette.routing import Route
 
@@ -201,9 +200,6 @@ class MetricsServer:
         self.probe = probe
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(_HealthCollector(health))
-        # Bound here, not in the server's thread: a port in use fails in the caller, and the
-        # address (port 0: the kernel's pick) is known before start().
-        self._socket = listen_socket(host, port)
         app = Starlette(
             routes=[
                 Route("/metrics", self._metrics),
@@ -212,18 +208,7 @@ class MetricsServer:
                 Route("/readyz", self._ready),
             ]
         )
-        # No access log: scrapes and probes every few seconds would drown the process's own.
-        # log_config=None: the process's logging is its own, not reconfigured per endpoint.
-        config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="off", log_config=None
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._socket]},
-            name="whyjob-metrics",
-            daemon=True,
-        )
+        self._server = ThreadedServer(app, host, port, name="metrics endpoint")
 
     async def _metrics(self, request: Request) -> Response:
         from starlette.responses import Response
@@ -253,24 +238,12 @@ class MetricsServer:
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self._socket.getsockname()[:2]
-        return str(host), int(port)
+        return self._server.address
 
     def start(self) -> MetricsServer:
         """Serve on a thread of its own; returns once the endpoint answers."""
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                address = self.address
-                self._server.should_exit = True
-                self._socket.close()
-                raise RuntimeError(f"the metrics endpoint on {address} did not start")
-            time.sleep(0.005)
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
-        self._socket.close()
+        self._server.stop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hmac
 import threading
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -22,9 +21,9 @@ import orjson
 from whyjob.collector.ingest.base import IngestOptions, Item
 from whyjob.collector.live.health import Health
 from whyjob.collector.live.logs import LogRetention, decode_otlp, otlp_items
+from whyjob.collector.live.serving import ThreadedServer
 from whyjob.collector.live.sink import Batch, Writer
 from whyjob.collector.live.wire import decode_items
-from whyjob.core.net import listen_socket
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -157,30 +156,12 @@ class Receiver:
         port: int = 4318,
         token: str | None = None,
     ) -> None:
-        import uvicorn
 
         self.writer, self.health, self.options = writer, health, options
         self.retention = retention
         self.token = token
         self._lock = threading.Lock()  # retention state is shared by the handler threads
-        self._socket = listen_socket(host, port)
-        config = uvicorn.Config(
-            _app(self),
-            log_level="warning",
-            log_config=None,  # the collecting process's logging is not uvicorn's to configure
-            access_log=False,
-            lifespan="off",
-            proxy_headers=False,
-            server_header=False,
-            timeout_graceful_shutdown=_GRACE_S,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._socket]},
-            name="whyjob-receiver",
-            daemon=True,
-        )
+        self._server = ThreadedServer(_app(self), host, port, name="receiver", grace_s=_GRACE_S)
         self._stop = threading.Event()
         self._flusher = threading.Thread(
             target=self._flush_idle, name="whyjob-log-tails", daemon=True
@@ -188,29 +169,17 @@ class Receiver:
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self._socket.getsockname()[:2]
-        return str(host), int(port)
+        return self._server.address
 
     def start(self) -> Receiver:
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:  # uvicorn offers no event to wait on
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                address = self.address
-                self._server.should_exit = True
-                self._socket.close()
-                raise RuntimeError(f"the receiver on {address} did not start")
-            time.sleep(0.01)
+        self._server.start(within_s=30)
         self._flusher.start()
         return self
 
     def stop(self) -> None:
         """Stops taking connections, lets requests under way finish, and keeps the log tails."""
         self._stop.set()
-        self._server.should_exit = True
-        if self._thread.is_alive():  # uvicorn gives requests under way _GRACE_S to finish
-            self._thread.join(timeout=_GRACE_S + 5)
-        self._socket.close()
+        self._server.stop()
         with self._lock:
             tails = self.retention.flush_all()
         if tails:
