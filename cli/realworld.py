@@ -51,6 +51,7 @@ KINDS = frozenset(
         "traceback",
         "cloud-doc",
         "mixed",
+        "source-wording",
     }
 )
 _REQUIRED = ("id", "category", "source", "kind", "text")
