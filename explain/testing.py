@@ -71,6 +71,11 @@ def _fail(origin: str, node: Located | None, message: str) -> ConfigError:
     return ConfigError(f"{origin}:{node.line if node else 1}: {message}")
 
 
+
+def _severity(value: object) -> int:
+    """A fixture's severity: a level name (error, warning, ...) or its number."""
+    return Severity.parse(value) if isinstance(value, str) else int(str(value))
+
 def _record(origin: str, node: Located, number: int) -> Evidence:
     if not isinstance(node.value, dict):
         raise _fail(origin, node, "a record must be a mapping")
@@ -120,7 +125,7 @@ def _record(origin: str, node: Located, number: int) -> Evidence:
         source=str(spec["source"].value) if "source" in spec else "fixture",
         kind=kind.value,
         message=message,
-        severity=int(spec["severity"].value) if "severity" in spec else Severity.INFO,
+        severity=_severity(spec["severity"].value) if "severity" in spec else Severity.INFO,
         attrs=attrs,
         **entities,
     )
