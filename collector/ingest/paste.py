@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from itertools import pairwise
 from typing import Any, Final
 
 import orjson
@@ -392,8 +393,29 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
             return
     limit = opts.limits.line_bytes
     lines = [(n, clean(detect.cut_line(t, limit))) for n, t in enumerate(text.split("\n"), start=1)]
-    lines = [(n, _CRI_PREFIX.sub("", t, count=1)) for n, t in lines]
+    lines = _undouble([(n, _CRI_PREFIX.sub("", t, count=1)) for n, t in lines])
     yield from _in_paste_order(_read_lines(ctx, _strip_prefixes(lines), _wrapped(lines)))
+
+
+def _undouble(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Close up a double-spaced paste (copied from a page that puts a blank line after every
+    line), so a describe block or a table reads as one: a lone blank line between two filled
+    ones goes, a run of them stays as the one blank line that separated two blocks."""
+    filled = [bool(t.strip()) for _, t in lines]
+    touching = sum(1 for a, b in pairwise(filled) if a and b)
+    if sum(filled) < 4 or touching * 10 > sum(filled):
+        return lines
+    kept: list[tuple[int, str]] = []
+    for index, (number, text) in enumerate(lines):
+        lone = (
+            not filled[index]
+            and 0 < index < len(lines) - 1
+            and filled[index - 1]
+            and filled[index + 1]
+        )
+        if not lone:
+            kept.append((number, text))
+    return kept
 
 
 def _where(item: Item, previous: int) -> int:

@@ -373,3 +373,27 @@ def test_other_shapes_people_paste_are_read_as_what_they_are() -> None:
     )
     (fault,) = _evidence(_read(wrapped))
     assert fault.kind == "kernel.hw" and "fallen off the bus" in fault.message
+
+
+def test_a_double_spaced_paste_reads_as_it_was_printed() -> None:
+    # Copied from a page that puts a blank line after every line: the describe block is one
+    # block again, so every taint is read, not just the first.
+    printed = [
+        "Name:               gpu-node-1",
+        "Roles:              <none>",
+        "Taints:             node.kubernetes.io/unreachable:NoExecute",
+        "                    nvidia.com/gpu=present:NoSchedule",
+        "                    node.kubernetes.io/unreachable:NoSchedule",
+        "Unschedulable:      false",
+    ]
+    single = _evidence(_read("\n".join(printed) + "\n"))
+    double = _evidence(_read("\n\n".join(printed) + "\n"))
+    taints = sorted(e.attrs["key"] for e in double if e.kind == "node.taint")
+    assert taints == sorted(e.attrs["key"] for e in single if e.kind == "node.taint")
+    assert taints.count("node.kubernetes.io/unreachable") == 2
+
+
+def test_blank_lines_between_blocks_are_kept() -> None:
+    # A paste with its own blank separators is not double-spaced: nothing is closed up.
+    text = "line one\nline two\n\nline three\nline four\n\nline five\nline six\n"
+    assert len(_evidence(_read(text))) == 6
