@@ -22,18 +22,17 @@ CORPUS = Path(__file__).parents[1] / "fixtures" / "realworld" / "cases.jsonl"
 WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 
 # Floors: raise them as the diagnosis improves, never lower them to let a change through.
-# They sit just under the figures of the last run (all 0.971, holdout 0.901, lowest recall
-# 0.818 for pod.preempted, no flips) so a change that costs even a few cases fails here. New
-# blind batches are harder than the cases tuned on: when F and G (317 cases) joined they were
+# They sit just under the figures of the last run (all 0.974, holdout 0.921, lowest recall
+# 0.895 for unknown, no flips) so a change that costs even a few cases fails here. New blind
+# batches are harder than the cases tuned on: when F and G (317 cases) joined they were
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
-# never tuned on) joined; H to K (506 cases), L (136) and M (79) joined after their blind
-# scores and the families they showed. pod.preempted keeps a floor of its own since M: of its
-# 22 cases, three holdout misses and one reporter's sentence ("the pod is preempted by
-# Kubernetes") that no record backs, which no rule should read as proof.
+# never tuned on) joined; H to K (506 cases), L (136), M (79) and O (108) joined after their
+# blind scores and the families they showed. Every category's recall is held at 0.85 since
+# the wordings read from the tools' sources (pod.preempted, the last under it, is 0.913).
 FLOOR_ALL = 0.97
-FLOOR_HOLDOUT = 0.90
+FLOOR_HOLDOUT = 0.91
 FLOOR_RECALL = 0.85
-FLOOR_RECALL_OF = {"pod.preempted": 0.80}
+FLOOR_RECALL_OF: dict[str, float] = {}
 MAX_FLIPS = 0
 # The wordings read from the tools' sources (0.962 at the last run).
 FLOOR_WORDINGS = 0.95
