@@ -71,10 +71,10 @@ def _fail(origin: str, node: Located | None, message: str) -> ConfigError:
     return ConfigError(f"{origin}:{node.line if node else 1}: {message}")
 
 
-
 def _severity(value: object) -> int:
     """A fixture's severity: a level name (error, warning, ...) or its number."""
     return Severity.parse(value) if isinstance(value, str) else int(str(value))
+
 
 def _record(origin: str, node: Located, number: int) -> Evidence:
     if not isinstance(node.value, dict):

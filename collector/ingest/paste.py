@@ -449,8 +449,9 @@ def _in_paste_order(items: Iterable[Item]) -> Iterator[Item]:
 # dated log line ("messages:Jun 17 ...", "/var/log/syslog:12:..."), srun --label ("15: "),
 # mpirun --tag-output ("[1,0]<stderr>:"), horovodrun ("[0]<stderr>:", and with
 # --prefix-output-with-timestamp "Thu Aug 29 16:41:02 2019[0]<stderr>:"), Ray's worker prefix
-# ("(RayTrainWorker pid=42, ip=10.0.0.3) "), kubectl logs --prefix ("[pod/name/container] "),
-# docker compose ("svc-1  | "), and the quote marks of a reply in a thread or a mail ("> > ").
+# ("(RayTrainWorker pid=42, ip=10.0.0.3) ", SkyPilot's "(task, pid=42) "), kubectl logs
+# --prefix ("[pod/name/container] "), docker compose ("svc-1  | "), and the quote marks of a
+# reply in a thread or a mail ("> > ").
 _LAUNCHER_PREFIXES: Final = (
     re.compile(r"^(?:> ?)+"),
     re.compile(
@@ -462,7 +463,7 @@ _LAUNCHER_PREFIXES: Final = (
     re.compile(
         r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+\]<(?:stdout|stderr)>:"
     ),
-    re.compile(r"^(?:[\w/.-]+ )?\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"),
+    re.compile(r"^(?:[\w/.-]+ )?\((?:[\w.]+,? )?pid=\d+(?:, ip=[\d.]+)?\)\s?"),
     re.compile(r"^\[pod/[^\]\s]+\] "),
     re.compile(r"^[\w.-]+\s+\| "),
 )
