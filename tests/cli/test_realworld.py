@@ -34,7 +34,7 @@ FLOOR_HOLDOUT = 0.91
 FLOOR_RECALL = 0.85
 FLOOR_RECALL_OF: dict[str, float] = {}
 MAX_FLIPS = 0
-# The wordings read from the tools' sources (0.962 at the last run).
+# The wordings read from the tools' sources (0.963 at the last run).
 FLOOR_WORDINGS = 0.95
 
 
@@ -134,12 +134,13 @@ def test_accuracy_on_real_text_holds_its_floors(report: Report) -> None:
 
 def test_the_tools_own_wordings_hold_their_floor() -> None:
     # Not pasted text: each case is a message rendered from the format string a tool's own
-    # source prints (the file is in `source`, the string in `format`), so the rules are held to
-    # whole families of wording, including the ones no thread has shown yet.
+    # source prints (the file is in `source`, the string in `format`; for closed services, the
+    # page of their documentation that gives it), so the rules are held to whole families of
+    # wording, including the ones no thread has shown yet.
     cases = load_cases(WORDINGS)
-    assert len(cases) >= 500
+    assert len(cases) >= 900
     assert all(c.kind == "source-wording" for c in cases)
-    assert all(c.source.startswith("https://github.com/") for c in cases)
+    assert all(c.source.startswith("https://") for c in cases)
     report = _report(cases)
     wrong = [f"{r.case.id}: {r.case.category} -> {r.predicted}" for r in report.wrong()]
     assert report.accuracy() >= FLOOR_WORDINGS, wrong
