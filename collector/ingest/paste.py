@@ -310,8 +310,8 @@ def _status_of(value: Any) -> dict[str, Any] | None:
     if value.keys() & _JOB_STATUS_FIELDS and not value.keys() & {"containerStatuses", "phase"}:
         return None
     if "type" in value and "status" in value and not value.keys() & {"containerStatuses"}:
-        if value["type"] in _JOB_CONDITIONS:
-            return None
+        if not isinstance(value["type"], str) or value["type"] in _JOB_CONDITIONS:
+            return None  # a condition's type is a name; anything else is no condition
         return {"conditions": [value]}  # one condition object
     if "exitCode" in value:
         value = {"terminated": value}  # `.state.terminated` or `.lastState.terminated`

@@ -397,3 +397,9 @@ def test_blank_lines_between_blocks_are_kept() -> None:
     # A paste with its own blank separators is not double-spaced: nothing is closed up.
     text = "line one\nline two\n\nline three\nline four\n\nline five\nline six\n"
     assert len(_evidence(_read(text))) == 6
+
+
+def test_a_condition_whose_type_is_not_a_name_is_no_condition() -> None:
+    # Found by the fuzzer: a mutated condition with a list for its type reached a set lookup.
+    items = _read('{"type": ["Ready"], "status": "False", "reason": "KubeletNotReady"}\n')
+    assert not [e for e in _evidence(items) if e.kind == "node.condition"]
