@@ -347,6 +347,12 @@ _IO: Final = (
         "critical medium error",
         Severity.ERROR,
     ),
+    # The block layer's other statuses (blk_errors[]): the device went away, or timed out.
+    (
+        re.compile(r"(?:device offline|timeout) error, dev (?P<dev>[\w.-]+)"),
+        "device offline",
+        Severity.ERROR,
+    ),
     (re.compile(r"EXT4-fs error \(device (?P<dev>[\w.-]+)\)"), "ext4 error", Severity.ERROR),
     (
         re.compile(r"XFS \((?P<dev>[\w.-]+)\):.*[Ss]hut(?:ting )?down"),

@@ -403,3 +403,14 @@ def test_a_condition_whose_type_is_not_a_name_is_no_condition() -> None:
     # Found by the fuzzer: a mutated condition with a list for its type reached a set lookup.
     items = _read('{"type": ["Ready"], "status": "False", "reason": "KubeletNotReady"}\n')
     assert not [e for e in _evidence(items) if e.kind == "node.condition"]
+
+
+def test_the_block_layers_device_offline_error_is_storage() -> None:
+    # blk_errors[]: "device offline" is the block device gone under a writer (a Longhorn or
+    # iSCSI volume dropping), printed like the I/O error beside it.
+    text = (
+        "Jun 20 09:10:16 node13 kernel: device offline error, dev sdf, sector 1005856 "
+        "op 0x1:(WRITE) flags 0x0 phys_seg 67 prio class 0\n"
+    )
+    io = [e for e in _evidence(_read(text)) if e.kind == "kernel.io"]
+    assert [e.attrs["device"] for e in io] == ["sdf"]
