@@ -27,8 +27,15 @@ def _convert(node: yaml.Node, constructor: yaml.SafeLoader) -> Located:
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Located] = {}
         for key_node, value_node in node.value:
-            key = constructor.construct_object(key_node, deep=True)
-            out[str(key)] = _convert(value_node, constructor)
+            key = str(constructor.construct_object(key_node, deep=True))
+            if key in out:
+                # YAML keeps the last of two equal keys without a word; in a rule file that
+                # silently drops what the first one said.
+                raise yaml.MarkedYAMLError(
+                    problem=f"duplicate key {key!r} (first on line {out[key].line})",
+                    problem_mark=key_node.start_mark,
+                )
+            out[key] = _convert(value_node, constructor)
         return Located(out, line)
     if isinstance(node, yaml.SequenceNode):
         return Located([_convert(child, constructor) for child in node.value], line)

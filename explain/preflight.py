@@ -55,6 +55,7 @@ WINDOWED: Final = {
     "notice.maintenance": "scheduled maintenance",
     "notice.host-maintenance-event": "host maintenance",
     "notice.terminate": "scheduled termination",
+    "notice.user-host-action": "reboot or redeploy a person scheduled",
 }
 # Notices and states dated when they were seen, meaning "leaving now": unsafe while recent.
 IMMINENT: Final = {
@@ -76,6 +77,7 @@ FAULTS: Final = {
     "kernel.gpu-fault": "NVRM or NVSwitch fault",
     "gpu.fabric-down": "NVSwitch fabric down (Fabric Manager)",
     "node.not-ready": "NotReady",
+    "notice.host-error": "the cloud host failed under the node",
 }
 _IMMINENT_MS: Final = 2 * 3_600_000  # a spot or removal notice older than this is history
 _HORIZON_MS: Final = 30 * 86_400_000  # how far ahead a scheduled window is looked for

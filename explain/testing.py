@@ -73,7 +73,13 @@ def _fail(origin: str, node: Located | None, message: str) -> ConfigError:
 
 def _severity(value: object) -> int:
     """A fixture's severity: a level name (error, warning, ...) or its number."""
-    return Severity.parse(value) if isinstance(value, str) else int(str(value))
+    if isinstance(value, str) and not value.strip().isdigit():
+        try:
+            return Severity.parse(value)
+        except KeyError:
+            names = ", ".join(level.name.lower() for level in Severity)
+            raise ValueError(f"severity {value!r} is not one of {names}") from None
+    return int(str(value))
 
 
 def _record(origin: str, node: Located, number: int) -> Evidence:
@@ -93,6 +99,10 @@ def _record(origin: str, node: Located, number: int) -> Evidence:
         offset = _offset(spec["at"].value) if "at" in spec else 0
     except ValueError as exc:
         raise _fail(origin, spec.get("at"), str(exc)) from None
+    try:
+        severity = _severity(spec["severity"].value) if "severity" in spec else Severity.INFO
+    except ValueError as exc:
+        raise _fail(origin, spec["severity"], str(exc)) from None
     attrs = _plain(spec["attrs"]) if "attrs" in spec else {}
     entities: dict[str, Any] = dict.fromkeys(ENTITY_KEYS)
     if scope in ("attempt", "pod"):
@@ -125,7 +135,7 @@ def _record(origin: str, node: Located, number: int) -> Evidence:
         source=str(spec["source"].value) if "source" in spec else "fixture",
         kind=kind.value,
         message=message,
-        severity=_severity(spec["severity"].value) if "severity" in spec else Severity.INFO,
+        severity=severity,
         attrs=attrs,
         **entities,
     )
@@ -151,7 +161,11 @@ def load_cases(path: Path, text: str | None = None) -> list[Case]:
         root = load_located(text if text is not None else path.read_text(encoding="utf-8"))
     except Exception as exc:  # yaml errors carry a mark with the line
         mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"{origin}:{mark.line + 1 if mark else 1}: not valid YAML") from None
+        problem = getattr(exc, "problem", None)
+        where = f"{origin}:{mark.line + 1 if mark else 1}"
+        raise ConfigError(
+            f"{where}: not valid YAML" + (f": {problem}" if problem else "")
+        ) from None
     spec = root.value if isinstance(root.value, dict) else None
     if spec is None or spec.get("format") is None or spec["format"].value != FORMAT:
         raise _fail(origin, root, f"a rule test file starts with `format: {FORMAT}`")

@@ -117,6 +117,8 @@ def _block_end(lines: list[tuple[int, str]], start: int, *, describe: bool) -> i
     seen_events = False
     for index in range(start + 1, len(lines)):
         text = lines[index][1]
+        if describe and _PROMPT.match(text):
+            return index  # the next command's output starts
         if describe:
             seen_events = seen_events or text.startswith("Events:")
             if seen_events and not text.strip():
@@ -400,7 +402,7 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
 def _undouble(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """Close up a double-spaced paste (copied from a page that puts a blank line after every
     line), so a describe block or a table reads as one: a lone blank line between two filled
-    ones goes, a run of them stays as the one blank line that separated two blocks."""
+    ones goes, a run of them (two blocks' separator) stays."""
     filled = [bool(t.strip()) for _, t in lines]
     touching = sum(1 for a, b in pairwise(filled) if a and b)
     if sum(filled) < 4 or touching * 10 > sum(filled):
@@ -449,7 +451,8 @@ def _in_paste_order(items: Iterable[Item]) -> Iterator[Item]:
 # dated log line ("messages:Jun 17 ...", "/var/log/syslog:12:..."), srun --label ("15: "),
 # mpirun --tag-output ("[1,0]<stderr>:"), horovodrun ("[0]<stderr>:", and with
 # --prefix-output-with-timestamp "Thu Aug 29 16:41:02 2019[0]<stderr>:"), Ray's worker prefix
-# ("(RayTrainWorker pid=42, ip=10.0.0.3) ", SkyPilot's "(task, pid=42) "), kubectl logs
+# ("(RayTrainWorker pid=42, ip=10.0.0.3) ", SkyPilot's "(task, pid=42) " and
+# "(worker1, rank=1, pid=42, ip=10.0.0.4) "), kubectl logs
 # --prefix ("[pod/name/container] "), docker compose ("svc-1  | "), and the quote marks of a
 # reply in a thread or a mail ("> > ").
 _LAUNCHER_PREFIXES: Final = (
@@ -463,7 +466,7 @@ _LAUNCHER_PREFIXES: Final = (
     re.compile(
         r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+\]<(?:stdout|stderr)>:"
     ),
-    re.compile(r"^(?:[\w/.-]+ )?\((?:[\w.]+,? )?pid=\d+(?:, ip=[\d.]+)?\)\s?"),
+    re.compile(r"^(?:[\w/.-]+ )?\((?:[\w.-]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.]+)?\)\s?"),
     re.compile(r"^\[pod/[^\]\s]+\] "),
     re.compile(r"^[\w.-]+\s+\| "),
 )

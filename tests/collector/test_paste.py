@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from whyjob.collector.ingest.base import IngestOptions, Item
-from whyjob.collector.ingest.paste import read_paste
+from whyjob.collector.ingest.paste import _undouble, read_paste
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Evidence
 from whyjob.core.standins import PASTED_POD
@@ -394,9 +394,12 @@ def test_a_double_spaced_paste_reads_as_it_was_printed() -> None:
 
 
 def test_blank_lines_between_blocks_are_kept() -> None:
-    # A paste with its own blank separators is not double-spaced: nothing is closed up.
-    text = "line one\nline two\n\nline three\nline four\n\nline five\nline six\n"
-    assert len(_evidence(_read(text))) == 6
+    # A paste with its own blank separators is not double-spaced: nothing is closed up; a
+    # double-spaced one loses its lone blanks and keeps a run of them (two blocks' separator).
+    blocks = list(enumerate(["one", "two", "", "three", "four", "", "five", "six"], 1))
+    assert _undouble(blocks) == blocks
+    spaced = list(enumerate(["one", "", "two", "", "three", "", "", "four", "", "five"], 1))
+    assert [t for _, t in _undouble(spaced)] == ["one", "two", "three", "", "", "four", "five"]
 
 
 def test_a_condition_whose_type_is_not_a_name_is_no_condition() -> None:
@@ -414,3 +417,23 @@ def test_the_block_layers_device_offline_error_is_storage() -> None:
     )
     io = [e for e in _evidence(_read(text)) if e.kind == "kernel.io"]
     assert [e.attrs["device"] for e in io] == ["sdf"]
+
+
+def test_a_prompt_ends_a_describe_block_even_double_spaced() -> None:
+    printed = [
+        "$ kubectl describe pod train-0",
+        "Name:         train-0",
+        "Namespace:    ml",
+        "Status:       Running",
+        "Events:",
+        "  Type    Reason   Age  From     Message",
+        "  ----    ------   ---  ----     -------",
+        "  Normal  Started  5m   kubelet  Started container pytorch",
+        "$ kubectl logs train-0",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 3, in <module>',
+        "KeyError: 'labels'",
+    ]
+    for text in ("\n".join(printed), "\n\n".join(printed)):
+        kinds = [e.kind for e in _evidence(_read(text + "\n"))]
+        assert "log.traceback" in kinds, kinds

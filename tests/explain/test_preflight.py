@@ -137,7 +137,12 @@ def test_another_teams_pod_records_on_the_node_are_never_read(node_index: Sqlite
     assert "team-b" not in json.dumps(found.to_json())
 
 
-_WINDOWED = {"notice.maintenance", "notice.host-maintenance-event", "notice.terminate"}
+_WINDOWED = {
+    "notice.maintenance",
+    "notice.host-maintenance-event",
+    "notice.terminate",
+    "notice.user-host-action",
+}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])  # AWS, Azure and GCE notices, read by the real readers

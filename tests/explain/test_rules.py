@@ -94,6 +94,10 @@ def _rules(tmp_path: Path, text: str) -> Path:
             "summary field",
         ),
         ("format: whyjob.rules/v1\nsignals: [\n", "team.yaml:3: not valid YAML"),
+        (
+            "format: whyjob.rules/v1\nexplanations:\n  - id: e\n    category: app.cuda_oom\n    grade: likely\n    when: [{signal: log.cuda-oom}]\n    summary: x\n    missing: [a]\n    missing: [b]\n",
+            "team.yaml:9: not valid YAML: duplicate key 'missing' (first on line 8)",
+        ),
     ],
 )
 def test_strict_loading_names_the_file_and_line(tmp_path: Path, text: str, message: str) -> None:
@@ -134,6 +138,21 @@ def test_fixture_files_are_strict_too(tmp_path: Path) -> None:
     with pytest.raises(
         ConfigError, match=re.escape("bad.yaml:4: expect needs `holds: true|false`")
     ):
+        load_cases(bad)
+
+
+def test_a_fixture_severity_is_a_level_name_or_number(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "format: whyjob.rule-tests/v1\ncases:\n  - rule: host-fault-alone\n    name: x\n"
+        "    expect: {holds: false}\n    records:\n      - {kind: kernel.hw, severity: error}\n"
+        "      - {kind: kernel.hw, severity: 30}\n"
+    )
+    (case,) = load_cases(good)
+    assert [r.severity for r in case.records] == [40, 30]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("severity: error", "severity: warn"))
+    with pytest.raises(ConfigError, match=re.escape("bad.yaml:7: severity 'warn' is not one of")):
         load_cases(bad)
 
 
