@@ -23,11 +23,11 @@ WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 
 # Floors: raise them as the diagnosis improves, never lower them to let a change through.
 # They sit just under the figures of the last run (all 0.973, holdout 0.922, lowest recall
-# 0.882 for pod.deleted) so a change that costs even a few cases fails here. New blind
+# 0.888 for job.completed) so a change that costs even a few cases fails here. New blind
 # batches are harder than the cases tuned on: when F and G (317 cases) joined they were
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
-# never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66) and Q (63)
-# joined after their blind scores and the families they showed. Every category's recall is
+# never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63) and R
+# (55) joined after their blind scores and the families they showed. Every category's recall is
 # held at 0.85 since the wordings read from the tools' sources. One owner flip is allowed
 # since Q joined: a holdout case of Q's (a Slurm time-limit kill read as maintenance), never
 # tuned on, which the rules from before this round flip as well.
@@ -36,7 +36,7 @@ FLOOR_HOLDOUT = 0.91
 FLOOR_RECALL = 0.85
 FLOOR_RECALL_OF: dict[str, float] = {}
 MAX_FLIPS = 1
-# The wordings read from the tools' sources (0.956 at the last run).
+# The wordings read from the tools' sources (0.955 at the last run).
 FLOOR_WORDINGS = 0.95
 
 
