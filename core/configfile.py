@@ -25,7 +25,7 @@ from typing import Any, Final
 import yaml
 
 from whyjob.core.errors import ConfigError
-from whyjob.core.yamllines import Located, load_located
+from whyjob.core.yamllines import Located, load_located, not_valid_yaml
 
 __all__ = [
     "TOP_KEYS",
@@ -128,11 +128,7 @@ class ConfigFile:
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(
-                f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}"
-            ) from None
+            raise not_valid_yaml(str(path), exc) from None
         self.top = (
             self.mapping(self.root, "the config file", set(TOP_KEYS)) if self.root.value else {}
         )

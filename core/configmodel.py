@@ -22,7 +22,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import ErrorDetails
 
 from whyjob.core.configfile import ConfigFile, Spec, describe, parse_duration_s, unknown_key
-from whyjob.core.yamllines import Located
+from whyjob.core.yamllines import Located, plain
 
 __all__ = ["validate_section"]
 
@@ -139,14 +139,6 @@ def model(name: str, spec: Spec) -> type[BaseModel]:
     return cached[1]
 
 
-def _plain(node: Located) -> Any:
-    if isinstance(node.value, dict):
-        return {key: _plain(value) for key, value in node.value.items()}
-    if isinstance(node.value, list):
-        return [_plain(value) for value in node.value]
-    return node.value
-
-
 def _at(node: Located, loc: tuple[int | str, ...]) -> Located:
     """The node a pydantic location points at, as deep as the YAML goes."""
     for part in loc:
@@ -174,14 +166,14 @@ def _message(node: Located, spec: Spec, name: str, error: ErrorDetails) -> tuple
         return item, f"{key}: unknown {item.value!r} (one of {allowed})"
     if kind == "list" and len(loc) > 1 and isinstance(at.value, list):
         at = _at(at, loc[-1:])  # the entry that is not a name
-    return at, describe(kind, key, _plain(at))
+    return at, describe(kind, key, plain(at))
 
 
 def validate_section(f: ConfigFile, node: Located, spec: Spec, name: str) -> dict[str, Any]:
     """The section's values with defaults filled in; the first problem (an unknown key first,
     then by line) as a ConfigError naming the file and the line."""
     try:
-        return dict(model(name, spec).model_validate(_plain(node)))
+        return dict(model(name, spec).model_validate(plain(node)))
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         unknown = [error for error in errors if error["type"] == "extra_forbidden"]

@@ -6,7 +6,9 @@ from typing import Any
 
 import yaml
 
-__all__ = ["Located", "load_located"]
+from whyjob.core.errors import ConfigError
+
+__all__ = ["Located", "load_located", "not_valid_yaml", "plain"]
 
 
 class Located:
@@ -48,3 +50,20 @@ def load_located(text: str) -> Located:
     if node is None:
         return Located(None, 1)
     return _convert(node, yaml.SafeLoader(""))
+
+
+def plain(node: Located) -> Any:
+    """The value without its line annotations, all the way down."""
+    value = node.value
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
+
+
+def not_valid_yaml(origin: str, exc: Exception) -> ConfigError:
+    """The error for a file `load_located` refused: its name, the line YAML marked, the problem."""
+    mark = getattr(exc, "problem_mark", None)
+    line = f":{mark.line + 1}" if mark is not None else ""
+    return ConfigError(f"{origin}{line}: not valid YAML: {getattr(exc, 'problem', None) or exc}")

@@ -26,7 +26,7 @@ from typing import Any, Final
 from whyjob.core.errors import ConfigError
 from whyjob.core.evidence import ENTITY_KEYS
 from whyjob.core.taxonomy import CATEGORIES, Grade
-from whyjob.core.yamllines import Located, load_located
+from whyjob.core.yamllines import Located, load_located, not_valid_yaml, plain
 from whyjob.explain.pattern import LazyPattern
 from whyjob.explain.prefilter import required_literals
 
@@ -223,16 +223,6 @@ class _File:
         return list(node.value)
 
 
-def _plain(node: Located) -> Any:
-    """Strip the line annotations from a parsed value."""
-    value = node.value
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _field_path(f: _File, node: Located, key: str) -> tuple[str, ...]:
     parts = tuple(key.split("."))
     if parts[0] == "attrs" and len(parts) >= 2 and all(parts):
@@ -250,17 +240,17 @@ def _condition(
         # Shorthand: a scalar is `eq`, a list or a $list reference is `in`.
         if isinstance(spec, str) and spec.startswith("$"):
             return [Condition(path, "in", frozenset(_resolve_list(f, node, lists)))]
-        plain = _plain(node)
-        if isinstance(plain, list):
-            return [Condition(path, "in", frozenset(plain))]
-        return [Condition(path, "eq", plain)]
+        value = plain(node)
+        if isinstance(value, list):
+            return [Condition(path, "in", frozenset(value))]
+        return [Condition(path, "eq", value)]
     out = []
     for op, arg in spec.items():
         if op not in OPERATORS:
             hint = difflib.get_close_matches(op, sorted(OPERATORS), n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise f.error(arg, f"unknown operator {op!r}{suggestion}")
-        value = _plain(arg)
+        value = plain(arg)
         if op in ("in", "not_in"):
             if isinstance(arg.value, str) and arg.value.startswith("$"):
                 value = _resolve_list(f, arg, lists)
@@ -324,7 +314,7 @@ def _signal(f: _File, node: Located, lists: Mapping[str, list[Any]]) -> tuple[Si
             where=tuple(where),
             capture=capture,
             origin=f"{f.name}:{node.line}",
-            tags=tuple(str(t) for t in _plain(spec["tags"])) if "tags" in spec else (),
+            tags=tuple(str(t) for t in plain(spec["tags"])) if "tags" in spec else (),
         ),
         override,
     )
@@ -452,7 +442,7 @@ def _explanation(
             status=status,
             origin=f"{f.name}:{node.line}",
             detail=detail,
-            tags=tuple(str(t) for t in _plain(spec["tags"])) if "tags" in spec else (),
+            tags=tuple(str(t) for t in plain(spec["tags"])) if "tags" in spec else (),
             states=states,
             generic=_flag(f, spec, "generic"),
         ),
@@ -577,11 +567,7 @@ def _read(sources: Sequence[tuple[str, str]]) -> RuleSet:
         try:
             root = load_located(text)
         except Exception as exc:  # yaml errors carry a mark with the line
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(
-                f"{name}{line}: not valid YAML: {getattr(exc, 'problem', exc)}"
-            ) from None
+            raise not_valid_yaml(name, exc) from None
         if root.value is None:
             continue
         spec = f.mapping(root, "a rule file", _FILE_KEYS)
@@ -598,7 +584,7 @@ def _read(sources: Sequence[tuple[str, str]]) -> RuleSet:
                     raise f.error(value, f"list {key!r} must be a list")
                 if key in lists:
                     raise f.error(value, f"list {key!r} is already defined in an earlier file")
-                lists[key] = _plain(value)
+                lists[key] = plain(value)
         # Each signal and explanation is checked on its own, so a rule author sees every
         # problem of a file at once rather than one per run.
         for node in f.seq(spec.get("signals"), "signals"):

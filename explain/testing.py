@@ -18,7 +18,7 @@ from typing import Any
 from whyjob.core.entities import PodRecord
 from whyjob.core.errors import ConfigError
 from whyjob.core.evidence import ENTITY_KEYS, Evidence, Severity, evidence_id
-from whyjob.core.yamllines import Located, load_located
+from whyjob.core.yamllines import Located, load_located, not_valid_yaml, plain
 from whyjob.explain.causes import CauseFinder
 from whyjob.explain.gather import Scene
 from whyjob.explain.matching import Matcher
@@ -103,7 +103,7 @@ def _record(origin: str, node: Located, number: int) -> Evidence:
         severity = _severity(spec["severity"].value) if "severity" in spec else Severity.INFO
     except ValueError as exc:
         raise _fail(origin, spec["severity"], str(exc)) from None
-    attrs = _plain(spec["attrs"]) if "attrs" in spec else {}
+    attrs = plain(spec["attrs"]) if "attrs" in spec else {}
     entities: dict[str, Any] = dict.fromkeys(ENTITY_KEYS)
     if scope in ("attempt", "pod"):
         entities.update(namespace=_NS, pod=_POD, pod_uid=_UID, node=_NODE)
@@ -147,25 +147,12 @@ def _offset(value: object) -> int:
     return sign * parse_duration(text.lstrip("+-") or "0s")
 
 
-def _plain(node: Located) -> Any:
-    if isinstance(node.value, dict):
-        return {k: _plain(v) for k, v in node.value.items()}
-    if isinstance(node.value, list):
-        return [_plain(v) for v in node.value]
-    return node.value
-
-
 def load_cases(path: Path, text: str | None = None) -> list[Case]:
     origin = str(path)
     try:
         root = load_located(text if text is not None else path.read_text(encoding="utf-8"))
     except Exception as exc:  # yaml errors carry a mark with the line
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None)
-        where = f"{origin}:{mark.line + 1 if mark else 1}"
-        raise ConfigError(
-            f"{where}: not valid YAML" + (f": {problem}" if problem else "")
-        ) from None
+        raise not_valid_yaml(origin, exc) from None
     spec = root.value if isinstance(root.value, dict) else None
     if spec is None or spec.get("format") is None or spec["format"].value != FORMAT:
         raise _fail(origin, root, f"a rule test file starts with `format: {FORMAT}`")
@@ -187,7 +174,7 @@ def load_cases(path: Path, text: str | None = None) -> list[Case]:
                 case.get("expect", node),
                 "expect needs `holds: true|false` (and may say wins, category, grade)",
             )
-        attempt = _plain(case["attempt"]) if "attempt" in case else {}
+        attempt = plain(case["attempt"]) if "attempt" in case else {}
         if set(attempt) - _ATTEMPT_KEYS:
             raise _fail(origin, case["attempt"], f"attempt takes {sorted(_ATTEMPT_KEYS)}")
         records = tuple(

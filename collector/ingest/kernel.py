@@ -350,7 +350,7 @@ _IO: Final = (
     # The block layer's other statuses (blk_errors[]): the device went away, or timed out.
     (
         re.compile(r"(?:device offline|timeout) error, dev (?P<dev>[\w.-]+)"),
-        "device offline",
+        "device offline or timed out",
         Severity.ERROR,
     ),
     (re.compile(r"EXT4-fs error \(device (?P<dev>[\w.-]+)\)"), "ext4 error", Severity.ERROR),

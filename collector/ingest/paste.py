@@ -117,9 +117,9 @@ def _block_end(lines: list[tuple[int, str]], start: int, *, describe: bool) -> i
     seen_events = False
     for index in range(start + 1, len(lines)):
         text = lines[index][1]
-        if describe and _PROMPT.match(text):
-            return index  # the next command's output starts
         if describe:
+            if _PROMPT.match(text):
+                return index  # the next command's output starts
             seen_events = seen_events or text.startswith("Events:")
             if seen_events and not text.strip():
                 return index
@@ -407,17 +407,12 @@ def _undouble(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     touching = sum(1 for a, b in pairwise(filled) if a and b)
     if sum(filled) < 4 or touching * 10 > sum(filled):
         return lines
-    kept: list[tuple[int, str]] = []
-    for index, (number, text) in enumerate(lines):
-        lone = (
-            not filled[index]
-            and 0 < index < len(lines) - 1
-            and filled[index - 1]
-            and filled[index + 1]
-        )
-        if not lone:
-            kept.append((number, text))
-    return kept
+    last = len(lines) - 1
+    return [
+        line
+        for index, line in enumerate(lines)
+        if filled[index] or not (0 < index < last and filled[index - 1] and filled[index + 1])
+    ]
 
 
 def _where(item: Item, previous: int) -> int:
