@@ -71,10 +71,16 @@ def _wrapped(lines: list[tuple[int, str]]) -> frozenset[int]:
 
 def _wrap_widths(lines: list[tuple[int, str]]) -> frozenset[int]:
     # Table rows and rule lines are drawn to one width by design: they say nothing of wrapping.
+    # Nor does a line the same log's next line follows (a trainer's fixed-format progress
+    # rows share widths by chance): it was whole.
+    followers = [t for _, t in lines[1:]] + [""]
     lengths = Counter(
         len(t)
-        for _, t in lines
-        if len(t) >= 60 and not _TABLE_ROW.match(t) and not _RULE_LINE.match(t)
+        for (_, t), following in zip(lines, followers, strict=True)
+        if len(t) >= 60
+        and not _TABLE_ROW.match(t)
+        and not _RULE_LINE.match(t)
+        and not _same_start(t, following)
     )
     return _WRAP_WIDTHS | {width for width, count in lengths.items() if count >= 3}
 

@@ -234,6 +234,19 @@ def test_two_lines_of_one_length_are_a_coincidence_not_a_wrap() -> None:
     assert messages == [one, "max training steps reached", two, "saved"]
 
 
+def test_progress_rows_of_one_width_are_whole_lines_not_wraps() -> None:
+    # A trainer's fixed-format rows share widths by chance; each is followed by the next row,
+    # so none was cut, and the scheduler's line after the last row stays a line of its own.
+    rows = [
+        f"tick {n}  kimg {n * 50}.8   sec/tick 306.{n % 10}   maintenance 0.0   gpumem 11.94"
+        for n in range(10, 14)
+    ]
+    assert len({len(row) for row in rows}) == 1
+    end = "slurmstepd: error: *** JOB 3658512 ON node030 CANCELLED AT 2024-10-21T17:00:20 DUE TO TIME LIMIT ***"
+    messages = [ev.message for ev in _evidence(_read("\n".join([*rows, end]) + "\n"))]
+    assert messages[-len(rows) - 1 :] == [*rows, end]
+
+
 def test_rule_lines_and_repeated_log_lines_are_not_wrapped_text() -> None:
     rule = "-" * 75
     header = "ValueError" + " " * 32 + "Traceback (most recent call last)"
