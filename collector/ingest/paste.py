@@ -462,7 +462,7 @@ _LAUNCHER_PREFIXES: Final = (
         r"^(?:/?[\w.-]+/)*[\w.-]+:(?:\d+:)?"
         r"(?=[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[T ]\d\d:|\[\s*\d+\.\d+\])"
     ),
-    re.compile(r"^\s*\d+: (?=\S)"),
+    re.compile(r"^\s*\d+: "),
     re.compile(r"^\s*\[\d+,\d+\]<(?:stdout|stderr)>:"),
     re.compile(
         r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+\]<(?:stdout|stderr)>:"

@@ -257,6 +257,20 @@ def test_rule_lines_and_repeated_log_lines_are_not_wrapped_text() -> None:
     assert any(m == header for m in messages)
 
 
+def test_srun_labels_are_cut_from_indented_traceback_lines_too() -> None:
+    # srun --label puts "N: " before every line, the traceback's indented frames included.
+    text = (
+        "0: Traceback (most recent call last):\n"
+        '0:   File "train.py", line 247, in __iter__\n'
+        '0:     assert shm is not None, "SharedMemory objects are None."\n'
+        "0: AssertionError: SharedMemory objects are None.\n"
+        "srun: error: nid005059: task 0: Exited with exit code 1\n"
+    )
+    (tb,) = [ev for ev in _evidence(_read(text)) if ev.kind == "log.traceback"]
+    assert tb.attrs["exception"] == "AssertionError"
+    assert tb.attrs["files"] == ["train.py"]
+
+
 def test_grep_file_names_and_horovod_prefixes_are_cut() -> None:
     text = (
         "messages:Jun 17 20:18:09 ip-172-31-27-211 kernel: INFO: task python:80601 blocked for more than 120 seconds.\n"
