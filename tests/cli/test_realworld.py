@@ -22,20 +22,23 @@ CORPUS = Path(__file__).parents[1] / "fixtures" / "realworld" / "cases.jsonl"
 WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 
 # Floors: raise them as the diagnosis improves, never lower them to let a change through.
-# They sit just under the figures of the last run (all 0.973, holdout 0.922, lowest recall
-# 0.888 for job.completed) so a change that costs even a few cases fails here. New blind
+# They sit just under the figures of the last run (all 0.970, holdout 0.917, lowest recall
+# 0.843 for job.completed) so a change that costs even a few cases fails here. New blind
 # batches are harder than the cases tuned on: when F and G (317 cases) joined they were
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
-# never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63) and R
-# (55) joined after their blind scores and the families they showed. Every category's recall is
-# held at 0.85 since the wordings read from the tools' sources. One owner flip is allowed
-# since Q joined: a holdout case of Q's (a Slurm time-limit kill read as maintenance), never
-# tuned on, which the rules from before this round flip as well.
-FLOOR_ALL = 0.97
+# never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63), R (55)
+# and T (112) joined after their blind scores and the families they showed. Every category's
+# recall is held at 0.85 since the wordings read from the tools' sources, but job.completed's
+# at 0.84 since T joined: committed run logs end in each script's own closing words (a best
+# epoch, k-NN results, a last save), which no tool's wording names. No owner flip is allowed:
+# the one Q brought (a Slurm time-limit kill read as maintenance) was a reader's fault (a
+# trainer's progress rows taken for terminal wraps swallowed slurmstepd's line), mended for
+# every paste, and time limits now have their own rule.
+FLOOR_ALL = 0.965
 FLOOR_HOLDOUT = 0.91
 FLOOR_RECALL = 0.85
-FLOOR_RECALL_OF: dict[str, float] = {}
-MAX_FLIPS = 1
+FLOOR_RECALL_OF: dict[str, float] = {"job.completed": 0.84}
+MAX_FLIPS = 0
 # The wordings read from the tools' sources (0.943 at the last run). Lowered from 0.95 when the
 # node agents' and OS-update operators' 91 messages joined (the side blind batches Q and R read
 # worst): 32 of them known when read, 72 after the families they showed. Two flips are the
