@@ -373,6 +373,8 @@ def _template_names(f: _File, node: Located, template: str) -> None:
         fields = [name for _, name, _, _ in string.Formatter().parse(template) if name]
     except ValueError as exc:
         raise f.error(node, f"bad summary template: {exc}") from None
+    if re.search(r"[\[\]]", re.sub(r"\[[^\[\]]*\]", "", template)):
+        raise f.error(node, "summary template: square brackets mark an optional part, unnested")
     for name in fields:
         if not re.match(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)?(\|[A-Za-z_]\w*(\.[A-Za-z_]\w*)?)*$", name):
             raise f.error(

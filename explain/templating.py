@@ -7,6 +7,7 @@ in microseconds, and limited to dictionary lookups so a rule file cannot reach i
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 __all__ = ["render"]
 
 _MISSING = "?"
+# `[: {exc.detail}]`: a part kept only when every field in it has a value.
+_OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
 
 
 class _Formatter(string.Formatter):
@@ -41,6 +44,16 @@ _FORMATTER = _Formatter()
 
 
 def render(template: str, values: Mapping[str, Any]) -> str:
-    """Fill a validated template; `{a|b}` takes the first field that has a value, and a field
-    with none shows as '?'."""
-    return _FORMATTER.vformat(template, (), values)
+    """Fill a validated template; `{a|b}` takes the first field that has a value, a field with
+    none shows as '?', and a part in square brackets is left out when a field in it has none."""
+    out: list[str] = []
+    done = 0
+    for part in _OPTIONAL.finditer(template):
+        out.append(_FORMATTER.vformat(template[done : part.start()], (), values))
+        inner = part.group(1)
+        names = [name for _, name, _, _ in _FORMATTER.parse(inner) if name]
+        if all(_FORMATTER.get_field(name, (), values)[0] is not _MISSING for name in names):
+            out.append(_FORMATTER.vformat(inner, (), values))
+        done = part.end()
+    out.append(_FORMATTER.vformat(template[done:], (), values))
+    return "".join(out)

@@ -9,6 +9,7 @@ import pytest
 
 from whyjob.core.errors import ConfigError
 from whyjob.explain.ruleset import load_rules
+from whyjob.explain.templating import render
 from whyjob.explain.testing import Case, fixture_files, load_cases, run_case
 
 RULES = load_rules()
@@ -93,6 +94,10 @@ def _rules(tmp_path: Path, text: str) -> Path:
             "format: whyjob.rules/v1\nexplanations:\n  - id: e\n    category: app.cuda_oom\n    grade: likely\n    when: [{signal: log.cuda-oom}]\n    summary: '{oom.__class__.x}'\n",
             "summary field",
         ),
+        (
+            "format: whyjob.rules/v1\nexplanations:\n  - id: e\n    category: app.cuda_oom\n    grade: likely\n    when: [{signal: log.cuda-oom, as: oom}]\n    summary: 'out of memory [on GPU {oom.gpu}'\n",
+            "square brackets mark an optional part",
+        ),
         ("format: whyjob.rules/v1\nsignals: [\n", "team.yaml:3: not valid YAML"),
         (
             "format: whyjob.rules/v1\nexplanations:\n  - id: e\n    category: app.cuda_oom\n    grade: likely\n    when: [{signal: log.cuda-oom}]\n    summary: x\n    missing: [a]\n    missing: [b]\n",
@@ -171,3 +176,16 @@ explanations:
     assert lines[1].endswith("team.yaml:3: unknown key 'wehre' in a signal (did you mean 'where'?)")
     assert "team.yaml:4: bad regex '(unclosed'" in lines[2]
     assert lines[3].endswith("uses unknown signal 'log.cuda-oomm' (did you mean 'log.cuda-oom'?)")
+
+
+def test_a_summary_leaves_out_an_optional_part_whose_field_has_no_value() -> None:
+    template = "the training code raised {exc.exc|exc.message}[: {exc.detail}]"
+    parsed = {"exc": {"exc": "ValueError", "detail": "bad shape", "message": "x"}}
+    bare = {"exc": {"exc": "AssertionError", "detail": "", "message": "AssertionError"}}
+    unparsed = {"exc": {"message": "python: can't open file 'train.py'"}}
+    assert render(template, parsed) == "the training code raised ValueError: bad shape"
+    assert render(template, bare) == "the training code raised AssertionError"
+    assert (
+        render(template, unparsed) == "the training code raised python: can't open file 'train.py'"
+    )
+    assert render("{a} and {b}", {"a": 1}) == "1 and ?"
