@@ -16,7 +16,7 @@ from typing import Any
 
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Evidence
-from whyjob.core.standins import PASTED_NAMESPACE, PASTED_NODE, PASTED_POD
+from whyjob.core.standins import PASTED_CONTAINER, PASTED_NAMESPACE, PASTED_NODE, PASTED_POD
 from whyjob.core.taxonomy import CATEGORIES
 from whyjob.explain.causes import CauseFinder, Clock, Found
 from whyjob.explain.gather import Scene
@@ -84,10 +84,17 @@ def _focus(pods: Sequence[PodRecord], records: Sequence[Evidence]) -> PodRecord 
     return max(pods, key=lambda p: (p.uid in trouble, counts.get(p.uid, 0)))
 
 
-def _state(records: Sequence[Evidence]) -> tuple[str, int | None, str | None]:
+def _ended(records: Sequence[Evidence]) -> Evidence | None:
+    """The container end the paste is about: the last that failed, else the last. A sidecar
+    that exited 0 after the main container failed (Argo's `wait`, a log shipper) is not it."""
     terminated = [ev for ev in records if ev.kind == "container.terminated"]
-    if terminated:
-        last = terminated[-1]
+    failed = [ev for ev in terminated if ev.attrs.get("exit_code") not in (0, None)]
+    chosen = failed or terminated
+    return chosen[-1] if chosen else None
+
+
+def _state(records: Sequence[Evidence]) -> tuple[str, int | None, str | None]:
+    if (last := _ended(records)) is not None:
         return "terminated", last.attrs.get("exit_code"), last.attrs.get("reason")
     waiting = [ev for ev in records if ev.kind == "container.waiting"]
     if waiting:
@@ -155,7 +162,9 @@ def diagnose(
                 # One paste, one run: the restart index a record names does not split it.
                 attrs = {k: v for k, v in ev.attrs.items() if k != "restart"}
                 moved = replace(moved, pod_uid=uid, namespace=namespace, pod=name, attrs=attrs)
-                if ev.namespace == PASTED_NAMESPACE:  # the stand-in's container is the pod's own
+                # The stand-in's container is the pod's own; a container a status names is
+                # that container (a sidecar's exit is not the run's).
+                if ev.namespace == PASTED_NAMESPACE and ev.container == PASTED_CONTAINER:
                     moved = replace(moved, container=None)
 
         elif ev.node in (None, PASTED_NODE) or node == PASTED_NODE or _same_node(ev.node, node):
@@ -165,7 +174,11 @@ def diagnose(
         placed.append(moved)
     pod_records = [ev for ev in placed if ev.pod_uid == uid]
     state, exit_code, reason = _state(pod_records)
-    container = next((ev.container for ev in pod_records if ev.container), "main")
+    end = _ended(pod_records)
+    if end is not None:
+        container = end.container or PASTED_CONTAINER
+    else:
+        container = next((ev.container for ev in pod_records if ev.container), PASTED_CONTAINER)
     scene = Scene(
         name=name,
         namespace=namespace,
@@ -194,8 +207,7 @@ def diagnose(
         reason=reason, state=state,
     )  # fmt: skip
     shown = {ev.id: (ev.ts if ev.ts != undated else None) for ev in records}
-    ends = [ev for ev in pod_records if ev.kind == "container.terminated"]
-    clock = Clock(shown, shown.get(ends[-1].id) if ends else None)
+    clock = Clock(shown, shown.get(end.id) if end else None)
     matches = Matcher(rules).match_all(scene.all_records())
     found = CauseFinder(rules, scene, matches, clock, skew_ms=0).find(attempt)
     return _verdict(found, placed, records, focus, state, reason)

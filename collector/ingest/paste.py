@@ -402,7 +402,39 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
     limit = opts.limits.line_bytes
     lines = [(n, clean(detect.cut_line(t, limit))) for n, t in enumerate(text.split("\n"), start=1)]
     lines = _undouble([(n, _CRI_PREFIX.sub("", t, count=1)) for n, t in lines])
+    lines = _rejoin_yaml_values(lines)
     yield from _in_paste_order(_read_lines(ctx, _strip_prefixes(lines), _wrapped(lines)))
+
+
+# An indented YAML line, and a line that starts a key of its own (`image:`, not `docker://`).
+_INDENTED_YAML: Final = re.compile(r"^\s+(?:- )?[\w./-]+:")
+_YAML_KEY: Final = re.compile(r"^(?:- )?[\w./-]+:(?:\s|$)")
+
+
+def _rejoin_yaml_values(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Put back a status document's long values a bug tracker or a terminal wrapped onto a line
+    of their own at the left margin (`containerID:` / `docker://2bb4...`, `...@sha256` /
+    `:f676...`): such a line between two indented YAML lines is no key of its own, and cut
+    where it was, it joins the line above (after a space when that one ended with its key)."""
+    out: list[tuple[int, str]] = []
+    for index, (number, text) in enumerate(lines):
+        following = lines[index + 1][1] if index + 1 < len(lines) else ""
+        if (
+            out
+            and text.strip()
+            and not text[:1].isspace()
+            and not _YAML_KEY.match(text)
+            and _INDENTED_YAML.match(out[-1][1])
+            and _INDENTED_YAML.match(following)
+        ):
+            previous = out[-1][1]
+            out[-1] = (
+                out[-1][0],
+                f"{previous} {text}" if previous.endswith(":") else previous + text,
+            )
+        else:
+            out.append((number, text))
+    return out
 
 
 def _undouble(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:

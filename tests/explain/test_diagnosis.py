@@ -81,3 +81,35 @@ def test_nothing_recognisable_is_unknown_and_says_what_is_missing(rules: RuleSet
     # It asks for what the paste lacked, not for the log it already holds.
     assert "kubectl describe pod" in found.missing[0] and "dmesg" in found.missing[0]
     assert "kubectl logs" not in found.missing[0]
+
+
+SIDECAR_STATUS = """\
+  containerStatuses:
+  - containerID:
+docker://2bb40ef4a935253f438e8e8c2d27c04e4698e9e68405f2eb26c9e0f1e49a0076
+    image: example/trainer:latest
+    imageID: docker-pullable://example/trainer@sha256
+:f676320917546147d9572f8c94756837138d5d4c872f349d45b20bb345ed991b
+    name: main
+    state:
+      terminated:
+        exitCode: 137
+        reason: Error
+  - containerID:
+docker://0742294fe88500a0e450090488cc52d35e781aa7a1533c03e56f47be388102f0
+    image: argoproj/argoexec:v2.2.0
+    name: wait
+    state:
+      terminated:
+        exitCode: 0
+        reason: Completed
+  phase: Failed
+"""
+
+
+def test_a_sidecar_that_exited_0_is_not_the_run_that_was_killed(rules: RuleSet) -> None:
+    # Values a bug tracker wrapped to the left margin are put back, so both containers read;
+    # the run is the container that failed, not Argo's `wait` that exited 0 after it.
+    found = _diagnose(SIDECAR_STATUS, rules)
+    assert found.category == "unknown"
+    assert "exit code 137" in found.summary
