@@ -22,12 +22,12 @@ CORPUS = Path(__file__).parents[1] / "fixtures" / "realworld" / "cases.jsonl"
 WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 
 # Floors: raise them as the diagnosis improves, never lower them to let a change through.
-# They sit just under the figures of the last run (all 0.970, holdout 0.917, lowest recall
+# They sit just under the figures of the last run (all 0.969, holdout 0.918, lowest recall
 # 0.843 for job.completed) so a change that costs even a few cases fails here. New blind
 # batches are harder than the cases tuned on: when F and G (317 cases) joined they were
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
-# never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63), R (55)
-# and T (112) joined after their blind scores and the families they showed. Every category's
+# never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63), R (55),
+# T (112) and U (70) joined after their blind scores and the families they showed. Every category's
 # recall is held at 0.85 since the wordings read from the tools' sources, but job.completed's
 # at 0.84 since T joined: committed run logs end in each script's own closing words (a best
 # epoch, k-NN results, a last save), which no tool's wording names. No owner flip is allowed:
