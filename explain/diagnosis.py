@@ -85,12 +85,31 @@ def _focus(pods: Sequence[PodRecord], records: Sequence[Evidence]) -> PodRecord 
 
 
 def _ended(records: Sequence[Evidence]) -> Evidence | None:
-    """The container end the paste is about: the last that failed, else the last. A sidecar
-    that exited 0 after the main container failed (Argo's `wait`, a log shipper) is not it."""
+    """The container end the paste is about: the first that failed, else the last. A sidecar
+    that exited 0 after the main container failed (Argo's `wait`) is not it, nor one stopped
+    with SIGTERM (143) because another failed; init containers count only when alone."""
     terminated = [ev for ev in records if ev.kind == "container.terminated"]
-    failed = [ev for ev in terminated if ev.attrs.get("exit_code") not in (0, None)]
-    chosen = failed or terminated
-    return chosen[-1] if chosen else None
+    main = [ev for ev in terminated if not ev.attrs.get("init")] or terminated
+    failed = [ev for ev in main if _failed(ev)]
+    if failed:
+        order = {id(ev): n for n, ev in enumerate(failed)}
+        return min(
+            failed,
+            key=lambda ev: (
+                ev.attrs.get("exit_code") == 143,
+                ev.attrs.get("finished_at") is None,
+                ev.attrs.get("finished_at") or 0,
+                order[id(ev)],
+            ),
+        )
+    return main[-1] if main else None
+
+
+def _failed(ev: Evidence) -> bool:
+    code = ev.attrs.get("exit_code")
+    return code not in (0, None) or (
+        code is None and ev.attrs.get("reason") not in (None, "Completed")
+    )
 
 
 def _state(records: Sequence[Evidence]) -> tuple[str, int | None, str | None]:

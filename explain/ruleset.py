@@ -374,7 +374,7 @@ def _template_names(f: _File, node: Located, template: str) -> None:
     except ValueError as exc:
         raise f.error(node, f"bad summary template: {exc}") from None
     if re.search(r"[\[\]]", re.sub(r"\[[^\[\]]*\]", "", template)):
-        raise f.error(node, "summary template: square brackets mark an optional part, unnested")
+        raise f.error(node, "template: square brackets mark an optional part, unnested")
     for name in fields:
         if not re.match(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)?(\|[A-Za-z_]\w*(\.[A-Za-z_]\w*)?)*$", name):
             raise f.error(
@@ -413,7 +413,10 @@ def _explanation(
     status = f.text(spec.get("status"), "status", required=False) or "stable"
     if status not in _STATUSES:
         raise f.error(spec["status"], f"status must be one of {sorted(_STATUSES)}")
-    missing = tuple(f.text(m, "missing note") for m in f.seq(spec.get("missing"), "missing"))
+    missing_nodes = f.seq(spec.get("missing"), "missing")
+    missing = tuple(f.text(m, "missing note") for m in missing_nodes)
+    for note_node, note in zip(missing_nodes, missing, strict=True):
+        _template_names(f, note_node, note)
     detail_node = spec.get("detail")
     detail: dict[str, str] = {}
     if detail_node is not None:

@@ -45,7 +45,7 @@ _EVENTS_FURNITURE: Final = re.compile(r"^\s*(?:Type\s+Reason\s+Age|[-\s]+$)")
 # Widths terminals and bug trackers wrap at: a line exactly this long was probably cut.
 _WRAP_WIDTHS: Final = frozenset({80, 100, 120, 132, 140, 160, 180, 200, 240})
 _LINE_START: Final = re.compile(
-    r"^(?:\s|\[|\d{4}[-/]\d\d[-/]\d\d|[IWEF]\d{4} |Traceback|During handling|The above exception|[A-Z][\w.]*(?:Error|Exception):|terminate called|\s*what\(\):|NCCL |torch\.|\w+\.\w+:\d+\])"
+    r"^(?:\s|\[|\d{4}[-/]\d\d[-/]\d\d|[IWEF]\d{4} |Traceback|During handling|The above exception|[A-Z][\w.]*(?:Error|Exception):|terminate called|\s*what\(\):|NCCL |torch\.|\w+\.\w+:\d+\]|[\w./-]+: (?:[Ee]rror|[Ww]arning|[Ff]atal|ERROR|WARNING|FATAL)\b)"
 )
 # Years written in the paste's dated lines ("2024-05-21", "Sat, 20 Jul 2024", "Nov 22 ... 2026").
 _YEAR: Final = re.compile(
@@ -402,8 +402,9 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
     limit = opts.limits.line_bytes
     lines = [(n, clean(detect.cut_line(t, limit))) for n, t in enumerate(text.split("\n"), start=1)]
     lines = _undouble([(n, _CRI_PREFIX.sub("", t, count=1)) for n, t in lines])
-    lines = _rejoin_yaml_values(lines)
-    yield from _in_paste_order(_read_lines(ctx, _strip_prefixes(lines), _wrapped(lines)))
+    wrapped = _wrapped(lines)  # measured as pasted, prefixes and all: the terminal cut them so
+    lines = _rejoin_yaml_values(_strip_prefixes(lines))
+    yield from _in_paste_order(_read_lines(ctx, lines, wrapped))
 
 
 # An indented YAML line, and a line that starts a key of its own (`image:`, not `docker://`).
@@ -414,8 +415,10 @@ _YAML_KEY: Final = re.compile(r"^(?:- )?[\w./-]+:(?:\s|$)")
 def _rejoin_yaml_values(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """Put back a status document's long values a bug tracker or a terminal wrapped onto a line
     of their own at the left margin (`containerID:` / `docker://2bb4...`, `...@sha256` /
-    `:f676...`): such a line between two indented YAML lines is no key of its own, and cut
-    where it was, it joins the line above (after a space when that one ended with its key)."""
+    `:f676...`): such a line between two indented YAML lines, one token that is no key of its
+    own nor a comment, was cut where it stands and joins the line above (after a space when
+    that one ended with its key). A line with words in it is a line of its own (a log line
+    printed amid a config)."""
     out: list[tuple[int, str]] = []
     for index, (number, text) in enumerate(lines):
         following = lines[index + 1][1] if index + 1 < len(lines) else ""
@@ -423,6 +426,8 @@ def _rejoin_yaml_values(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
             out
             and text.strip()
             and not text[:1].isspace()
+            and not any(c.isspace() for c in text.rstrip())
+            and not text.startswith("#")
             and not _YAML_KEY.match(text)
             and _INDENTED_YAML.match(out[-1][1])
             and _INDENTED_YAML.match(following)
@@ -494,7 +499,7 @@ _LAUNCHER_PREFIXES: Final = (
         r"^(?:/?[\w.-]+/)*[\w.-]+:(?:\d+:)?"
         r"(?=[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[T ]\d\d:|\[\s*\d+\.\d+\])"
     ),
-    re.compile(r"^\s*\d+: "),
+    re.compile(r"^ {0,5}\d+: "),
     re.compile(r"^\s*\[\d+,\d+\]<(?:stdout|stderr)>:"),
     re.compile(
         r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+\]<(?:stdout|stderr)>:"

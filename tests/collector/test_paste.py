@@ -247,6 +247,38 @@ def test_progress_rows_of_one_width_are_whole_lines_not_wraps() -> None:
     assert messages[-len(rows) - 1 :] == [*rows, end]
 
 
+def test_a_program_s_error_line_is_never_the_rest_of_a_cut_one() -> None:
+    row = "tick 13  kimg 650.8   time 6d 23h 13m   sec/tick 306.3   maintenance 0.0   cpumem 5.12"
+    row = row.ljust(100, " ")[:99] + "9"  # exactly a terminal's width
+    end = "slurmstepd: error: *** JOB 3658512 ON node030 CANCELLED AT 2024-10-21T17:00:20 DUE TO TIME LIMIT ***"
+    messages = [ev.message for ev in _evidence(_read(f"{row}\n{end}\n"))]
+    assert messages[-1] == end
+
+
+def test_only_a_wrapped_token_rejoins_a_status_document() -> None:
+    text = (
+        "status:\n"
+        "  containerStatuses:\n"
+        "  - containerID:\n"
+        "docker://2bb40ef4a935253f438e8e8c2d27c04e4698e9e68405f2eb26c9e0f1e49a0076\n"
+        "    name: trainer\n"
+        "    state:\n"
+        "      terminated:\n"
+        "        exitCode: 137\n"
+        "# the kill I am asking about\n"
+        "        reason: Error\n"
+        "  phase: Failed\n"
+        "model:\n"
+        "  seq_len: 4096\n"
+        "Segmentation fault (core dumped)\n"
+        "  micro_batch: 4\n"
+    )
+    items = _evidence(_read(text))
+    (ended,) = [ev for ev in items if ev.kind == "container.terminated"]
+    assert (ended.container, ended.attrs["exit_code"]) == ("trainer", 137)
+    assert "Segmentation fault (core dumped)" in [ev.message for ev in items]
+
+
 def test_rule_lines_and_repeated_log_lines_are_not_wrapped_text() -> None:
     rule = "-" * 75
     header = "ValueError" + " " * 32 + "Traceback (most recent call last)"

@@ -111,5 +111,37 @@ def test_a_sidecar_that_exited_0_is_not_the_run_that_was_killed(rules: RuleSet) 
     # Values a bug tracker wrapped to the left margin are put back, so both containers read;
     # the run is the container that failed, not Argo's `wait` that exited 0 after it.
     found = _diagnose(SIDECAR_STATUS, rules)
-    assert found.category == "unknown"
+    assert (found.category, found.grade) == ("unknown", "possible")
     assert "exit code 137" in found.summary
+    assert any("main terminated" in ev["text"] for ev in found.evidence)
+
+
+TWO_CONTAINERS = """\
+Name:             train-worker-0
+Namespace:        ml
+Node:             gpu-node-7/10.0.3.17
+Status:           Failed
+Containers:
+  trainer:
+    State:          Terminated
+      Reason:       OOMKilled
+      Exit Code:    137
+      Started:      Tue, 14 May 2024 10:02:15 +0000
+      Finished:     Tue, 14 May 2024 11:40:02 +0000
+  vector:
+    State:          Terminated
+      Reason:       Error
+      Exit Code:    143
+      Started:      Tue, 14 May 2024 10:02:15 +0000
+      Finished:     Tue, 14 May 2024 11:40:05 +0000
+Events:             <none>
+"""
+
+
+def test_the_run_is_the_container_that_failed_first_not_a_sidecar_stopped_after(
+    rules: RuleSet,
+) -> None:
+    # The log shipper was stopped with SIGTERM three seconds after the trainer's OOM kill.
+    found = _diagnose(TWO_CONTAINERS, rules)
+    assert (found.category, found.grade) == ("container.oom_killed", "proven")
+    assert "trainer" in found.summary
