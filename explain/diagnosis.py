@@ -92,14 +92,13 @@ def _ended(records: Sequence[Evidence]) -> Evidence | None:
     main = [ev for ev in terminated if not ev.attrs.get("init")] or terminated
     failed = [ev for ev in main if _failed(ev)]
     if failed:
-        order = {id(ev): n for n, ev in enumerate(failed)}
+        # min keeps paste order among equals.
         return min(
             failed,
             key=lambda ev: (
                 ev.attrs.get("exit_code") == 143,
                 ev.attrs.get("finished_at") is None,
                 ev.attrs.get("finished_at") or 0,
-                order[id(ev)],
             ),
         )
     return main[-1] if main else None

@@ -14,7 +14,8 @@ from typing import Any
 
 __all__ = ["render"]
 
-_MISSING = "?"
+_MISSING = "?"  # what a field with no value shows
+_ABSENT = object()  # a field with no value (a captured "?" is a value)
 # `[: {exc.detail}]`: a part kept only when every field in it has a value.
 _OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
 
@@ -29,10 +30,12 @@ class _Formatter(string.Formatter):
                 value = value.get(tail) if isinstance(value, Mapping) else None
             if value is not None and value != "":
                 return value, field_name
-        return _MISSING, field_name
+        return _ABSENT, field_name
 
     def format_field(self, value: Any, format_spec: str) -> str:
-        if value is _MISSING or not format_spec:
+        if value is _ABSENT:
+            return _MISSING
+        if not format_spec:
             return str(value)
         try:
             return format(value, format_spec)
@@ -52,7 +55,7 @@ def render(template: str, values: Mapping[str, Any]) -> str:
         out.append(_FORMATTER.vformat(template[done : part.start()], (), values))
         inner = part.group(1)
         names = [name for _, name, _, _ in _FORMATTER.parse(inner) if name]
-        if all(_FORMATTER.get_field(name, (), values)[0] is not _MISSING for name in names):
+        if all(_FORMATTER.get_field(name, (), values)[0] is not _ABSENT for name in names):
             out.append(_FORMATTER.vformat(inner, (), values))
         done = part.end()
     out.append(_FORMATTER.vformat(template[done:], (), values))

@@ -189,3 +189,4 @@ def test_a_summary_leaves_out_an_optional_part_whose_field_has_no_value() -> Non
         render(template, unparsed) == "the training code raised python: can't open file 'train.py'"
     )
     assert render("{a} and {b}", {"a": 1}) == "1 and ?"
+    assert render("asked[ {a}]", {"a": "?"}) == "asked ?"  # a captured "?" is a value
