@@ -111,9 +111,9 @@ def _failed(ev: Evidence) -> bool:
     )
 
 
-def _state(records: Sequence[Evidence]) -> tuple[str, int | None, str | None]:
-    if (last := _ended(records)) is not None:
-        return "terminated", last.attrs.get("exit_code"), last.attrs.get("reason")
+def _state(records: Sequence[Evidence], end: Evidence | None) -> tuple[str, int | None, str | None]:
+    if end is not None:
+        return "terminated", end.attrs.get("exit_code"), end.attrs.get("reason")
     waiting = [ev for ev in records if ev.kind == "container.waiting"]
     if waiting:
         return "waiting", None, waiting[-1].attrs.get("reason")
@@ -191,8 +191,8 @@ def diagnose(
             moved = replace(moved, node=node, instance_id=None)
         placed.append(moved)
     pod_records = [ev for ev in placed if ev.pod_uid == uid]
-    state, exit_code, reason = _state(pod_records)
     end = _ended(pod_records)
+    state, exit_code, reason = _state(pod_records, end)
     if end is not None:
         container = end.container or PASTED_CONTAINER
     else:

@@ -372,7 +372,7 @@ def _template_names(f: _File, node: Located, template: str) -> None:
     try:
         fields = [name for _, name, _, _ in string.Formatter().parse(template) if name]
     except ValueError as exc:
-        raise f.error(node, f"bad summary template: {exc}") from None
+        raise f.error(node, f"bad template: {exc}") from None
     if re.search(r"[\[\]]", re.sub(r"\[[^\[\]]*\]", "", template)):
         raise f.error(node, "template: square brackets mark an optional part, unnested")
     for name in fields:

@@ -73,10 +73,9 @@ def _wrap_widths(lines: list[tuple[int, str]]) -> frozenset[int]:
     # Table rows and rule lines are drawn to one width by design: they say nothing of wrapping.
     # Nor does a line the same log's next line follows (a trainer's fixed-format progress
     # rows share widths by chance): it was whole.
-    followers = [t for _, t in lines[1:]] + [""]
     lengths = Counter(
         len(t)
-        for (_, t), following in zip(lines, followers, strict=True)
+        for (_, t), (_, following) in zip(lines, [*lines[1:], (0, "")], strict=True)
         if len(t) >= 60
         and not _TABLE_ROW.match(t)
         and not _RULE_LINE.match(t)
@@ -424,10 +423,9 @@ def _rejoin_yaml_values(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
         following = lines[index + 1][1] if index + 1 < len(lines) else ""
         if (
             out
-            and text.strip()
-            and not text[:1].isspace()
-            and not any(c.isspace() for c in text.rstrip())
-            and not text.startswith("#")
+            and (token := text.rstrip())
+            and not any(c.isspace() for c in token)  # one token, at the left margin
+            and not token.startswith("#")
             and not _YAML_KEY.match(text)
             and _INDENTED_YAML.match(out[-1][1])
             and _INDENTED_YAML.match(following)

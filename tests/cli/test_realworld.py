@@ -27,9 +27,9 @@ WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 # batches are harder than the cases tuned on: when F and G (317 cases) joined they were
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
 # never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63), R (55),
-# T (112) and U (70) joined after their blind scores and the families they showed. Every category's
-# recall is held at 0.85 since the wordings read from the tools' sources, but job.completed's
-# at 0.83 since T joined: committed run logs end in each script's own closing words (a best
+# T (112) and U (70) joined after their blind scores and the families they showed. Every
+# category's recall is held at 0.85 since the wordings read from the tools' sources, but
+# job.completed's at 0.83 since T joined: committed run logs end in each script's own closing words (a best
 # epoch, k-NN results, a last save), which no tool's wording names; and a stage's end
 # ("Pretraining completed.") no longer reads as the run's, since more training may follow it
 # (a review's finding, which cost one of T's cases). No owner flip is allowed:
@@ -41,7 +41,7 @@ FLOOR_HOLDOUT = 0.91
 FLOOR_RECALL = 0.85
 FLOOR_RECALL_OF: dict[str, float] = {"job.completed": 0.83}
 MAX_FLIPS = 0
-# The wordings read from the tools' sources (0.943 at the last run). Lowered from 0.95 when the
+# The wordings read from the tools' sources (0.945 at the last run). Lowered from 0.95 when the
 # node agents' and OS-update operators' 91 messages joined (the side blind batches Q and R read
 # worst): 32 of them known when read, 72 after the families they showed. Two flips are the
 # storage systems' mounts failing at start (CephFS with no MDS up, gcsfuse's sidecar killed):
