@@ -137,8 +137,11 @@ class _LogSink:
     """Turns (line, ts, text, stream) into records for one container run, and puts the
     tracebacks among those lines back together as `log.traceback` records."""
 
-    def __init__(self, ctx: Context, ident: Mapping[str, Any]) -> None:
+    def __init__(
+        self, ctx: Context, ident: Mapping[str, Any], closing: frozenset[int] = frozenset()
+    ) -> None:
         self.ctx = ctx
+        self.closing = closing
         self.fields = {
             "namespace": ident.get("namespace"),
             "pod": ident.get("pod"),
@@ -186,6 +189,8 @@ class _LogSink:
             attrs["step"] = verdict.step
         if verdict.phase is not None:
             attrs["phase"] = verdict.phase
+        if line in self.closing:
+            attrs["closing"] = True
         out: list[Item] = [
             self.ctx.evidence(
                 source="log",
@@ -416,12 +421,15 @@ def _plain_stamp(text: str, year: int) -> int | None:
     return None
 
 
-def parse_plain_text(ctx: Context, lines: Iterable[tuple[int, str]]) -> Iterator[Item]:
+def parse_plain_text(
+    ctx: Context, lines: Iterable[tuple[int, str]], *, closing: int = 0
+) -> Iterator[Item]:
     """A log file with no fixed format, attached to a pod by --pod.
 
     Lines take the timestamp they start with; lines without one (traceback frames) take the
     previous line's. When the file has no timestamps at all, every line gets --at or the file's
-    modification time, and the order is kept in attrs.seq.
+    modification time, and the order is kept in attrs.seq. The last `closing` lines are marked
+    attrs.closing: a paste that is a whole log ends where the program stopped writing.
     """
     ident = _identity(ctx)
     if ident is None:
@@ -434,7 +442,8 @@ def parse_plain_text(ctx: Context, lines: Iterable[tuple[int, str]]) -> Iterator
     if not stamps and fallback is None:
         yield Rejected(None, "log lines carry no timestamps: pass --at TIME (when the log ended)")
         return
-    sink = _LogSink(ctx, ident)
+    last = frozenset(number for number, _, _ in rows[-closing:]) if closing else frozenset()
+    sink = _LogSink(ctx, ident, last)
     current = stamps[0] if stamps else fallback
     assert current is not None
     for number, text, ts in rows:

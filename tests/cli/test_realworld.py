@@ -28,18 +28,16 @@ WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
 # never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63), R (55),
 # T (112) and U (70) joined after their blind scores and the families they showed. Every
-# category's recall is held at 0.85 since the wordings read from the tools' sources, but
-# job.completed's at 0.83 since T joined: committed run logs end in each script's own closing words (a best
-# epoch, k-NN results, a last save), which no tool's wording names; and a stage's end
-# ("Pretraining completed.") no longer reads as the run's, since more training may follow it
-# (a review's finding, which cost one of T's cases). No owner flip is allowed:
-# the one Q brought (a Slurm time-limit kill read as maintenance) was a reader's fault (a
-# trainer's progress rows taken for terminal wraps swallowed slurmstepd's line), mended for
-# every paste, and time limits now have their own rule.
+# category's recall is held at 0.85: job.completed's, which committed run logs had pulled to
+# 0.83 (each script closes with its own words: a best epoch, k-NN results, a last save), is
+# 0.93 since a paste's last lines are read for those words. A stage's end ("Pretraining
+# completed.") does not read as the run's, since more training may follow it. No owner flip is
+# allowed: the one Q brought (a Slurm time-limit kill read as maintenance) was a reader's
+# fault (a trainer's progress rows taken for terminal wraps swallowed slurmstepd's line),
+# mended for every paste, and time limits now have their own rule.
 FLOOR_ALL = 0.965
 FLOOR_HOLDOUT = 0.91
 FLOOR_RECALL = 0.85
-FLOOR_RECALL_OF: dict[str, float] = {"job.completed": 0.83}
 MAX_FLIPS = 0
 # The wordings read from the tools' sources (0.945 at the last run). Lowered from 0.95 when the
 # node agents' and OS-update operators' 91 messages joined (the side blind batches Q and R read
@@ -142,7 +140,7 @@ def test_accuracy_on_real_text_holds_its_floors(report: Report) -> None:
     assert len(report.flips()) <= MAX_FLIPS, [r.case.id for r in report.flips()]
     for category, (_, recall, support) in report.per_category().items():
         if support:
-            assert recall >= FLOOR_RECALL_OF.get(category, FLOOR_RECALL), (category, recall)
+            assert recall >= FLOOR_RECALL, (category, recall)
 
 
 def test_the_tools_own_wordings_hold_their_floor() -> None:
