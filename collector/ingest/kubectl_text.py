@@ -760,6 +760,19 @@ def parse_pods_table(ctx: Context, lines: Lines) -> Iterator[Item]:
                 attrs={"grace_seconds": None},
                 **common,
             )
+        elif reason in ("Unknown", "NodeLost"):
+            # kubectl prints Unknown for a pod being deleted whose status reason is NodeLost
+            # (its node stopped reporting; printers.go), and for the Unknown phase itself.
+            yield ctx.evidence(
+                native_id=uid,
+                version="status/NodeLost",
+                ts=now,
+                kind="pod.status",
+                message=f"Pod {name} {status} (NodeLost: its node stopped reporting)",
+                severity=Severity.WARNING,
+                attrs={"reason": "NodeLost"},
+                **common,
+            )
         elif reason == "Evicted":
             yield ctx.evidence(
                 native_id=uid,

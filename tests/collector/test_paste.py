@@ -510,3 +510,16 @@ def test_only_a_pasted_logs_last_lines_are_marked_closing() -> None:
         "Test accuracy: 0.91": True,
         "Done": True,
     }
+
+
+def test_a_pod_kubectl_shows_as_unknown_lost_its_node() -> None:
+    # kubectl prints Unknown for a pod being deleted whose reason is NodeLost: not words.
+    text = (
+        "NAME               READY   STATUS    RESTARTS   AGE   IP           NODE\n"
+        "trainer-worker-1   1/1     Unknown   0          2d    10.244.3.8   gpu-node-3\n"
+        "trainer-worker-2   1/1     Running   0          2d    10.244.4.2   gpu-node-4\n"
+    )
+    lost = [e for e in _evidence(_read(text)) if e.kind == "pod.status"]
+    assert [(e.pod, e.node, e.attrs["reason"]) for e in lost] == [
+        ("trainer-worker-1", "gpu-node-3", "NodeLost")
+    ]
