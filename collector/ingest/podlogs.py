@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Final
 
 from whyjob.collector.ingest.base import Context, Item, Rejected
 from whyjob.collector.ingest.launchers import Failure, SummaryTracker
@@ -421,6 +421,26 @@ def _plain_stamp(text: str, year: int) -> int | None:
     return None
 
 
+# A training step's own line: a loss value with an epoch, iteration, step or batch counter
+# (`Epoch: [14][ 0/5005] ... Loss 1.70`, `{'loss': 2.41, ..., 'epoch': 1.06}`, Megatron's
+# `iteration 212300/ 500000 | ... lm loss: 2.28`), not an evaluation's (`Test:`, `Epoch(val)`).
+_LOSS_VALUE: Final = re.compile(r"(?i)\bloss\b\W{0,4}(?:[:=]\s*)?-?\d")
+_STEP_COUNTER: Final = re.compile(r"(?i)\b(?:epoch|iter|iteration|step|batch)\b")
+_EVALUATING: Final = re.compile(r"(?i)\b(?:val|valid|validation|eval|evaluation|test|testing)\b")
+
+
+def _closing_lines(rows: list[tuple[int, str, int | None]], closing: int) -> frozenset[int]:
+    """The last `closing` lines of a log that no training step follows: words a finished run
+    closes with (a save, a result) before one more step are routine, not an end."""
+    tail: list[int] = []
+    for number, text, _ in reversed(rows[-closing:] if closing else []):
+        if _LOSS_VALUE.search(text) and _STEP_COUNTER.search(text):
+            if not _EVALUATING.search(text):
+                break
+        tail.append(number)
+    return frozenset(tail)
+
+
 def parse_plain_text(
     ctx: Context, lines: Iterable[tuple[int, str]], *, closing: int = 0
 ) -> Iterator[Item]:
@@ -428,8 +448,9 @@ def parse_plain_text(
 
     Lines take the timestamp they start with; lines without one (traceback frames) take the
     previous line's. When the file has no timestamps at all, every line gets --at or the file's
-    modification time, and the order is kept in attrs.seq. The last `closing` lines are marked
-    attrs.closing: a paste that is a whole log ends where the program stopped writing.
+    modification time, and the order is kept in attrs.seq. The last `closing` lines no
+    training step follows are marked attrs.closing: a paste that is a whole log ends where the
+    program stopped writing.
     """
     ident = _identity(ctx)
     if ident is None:
@@ -442,8 +463,7 @@ def parse_plain_text(
     if not stamps and fallback is None:
         yield Rejected(None, "log lines carry no timestamps: pass --at TIME (when the log ended)")
         return
-    last = frozenset(number for number, _, _ in rows[-closing:]) if closing else frozenset()
-    sink = _LogSink(ctx, ident, last)
+    sink = _LogSink(ctx, ident, _closing_lines(rows, closing))
     current = stamps[0] if stamps else fallback
     assert current is not None
     for number, text, ts in rows:
