@@ -434,11 +434,16 @@ def _closing_lines(rows: list[tuple[int, str, int | None]], closing: int) -> fro
     closes with (a save, a result) before one more step are routine, not an end."""
     tail: list[int] = []
     for number, text, _ in reversed(rows[-closing:] if closing else []):
-        if _LOSS_VALUE.search(text) and _STEP_COUNTER.search(text):
-            if not _EVALUATING.search(text):
-                break
+        if _is_training_step(text):
+            break
         tail.append(number)
     return frozenset(tail)
+
+
+def _is_training_step(text: str) -> bool:
+    return bool(
+        _LOSS_VALUE.search(text) and _STEP_COUNTER.search(text) and not _EVALUATING.search(text)
+    )
 
 
 def parse_plain_text(

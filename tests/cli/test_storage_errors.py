@@ -5,7 +5,8 @@ The exception classes and messages are those of the clients' sources: fsspec
 occurred (%s) when calling the %s operation%s: %s"), s3fs's errno translation, aiobotocore,
 google-api-core (exceptions.py, retry), gcsfs (retry.py), s3torchconnector's mountpoint client
 and boto3's transfer retries. A throttled, timed-out or failing store is the cluster's
-(storage.io); a missing key, a refused credential or a wrong path is the program's.
+(storage.io); a missing key or a wrong path is the program's, a refused credential the job's
+configuration (startup.config: the user's too).
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ STORAGE = [
 ]
 USER = [
     "botocore.errorfactory.NoSuchKey: An error occurred (NoSuchKey) when calling the GetObject operation: The specified key does not exist.",
-    "botocore.exceptions.ClientError: An error occurred (403) when calling the HeadObject operation: Forbidden",
-    "botocore.exceptions.NoCredentialsError: Unable to locate credentials",
     "google.api_core.exceptions.NotFound: 404 GET https://storage.googleapis.com/download/storage/v1/b/data/o/missing.tar?alt=media: No such object: data/missing.tar",
 ]
 
@@ -55,7 +54,21 @@ def test_a_failing_store_is_storage(last: str) -> None:
     assert found.category == "storage.io", found.summary
 
 
+CREDENTIALS = [
+    "botocore.exceptions.ClientError: An error occurred (403) when calling the HeadObject operation: Forbidden",
+    "botocore.exceptions.NoCredentialsError: Unable to locate credentials",
+    "botocore.exceptions.ClientError: An error occurred (AccessDenied) when calling the GetObject operation: Access Denied",
+]
+
+
 @pytest.mark.parametrize("last", USER)
-def test_a_wrong_key_or_credential_is_the_program(last: str) -> None:
+def test_a_wrong_key_or_path_is_the_program(last: str) -> None:
     found = diagnose_text(_traceback(last), load_rules([]), IngestOptions(at=1_780_000_000_000))
     assert (found.category, found.owner) == ("app.exception", "user"), found.summary
+
+
+@pytest.mark.parametrize("last", CREDENTIALS)
+def test_a_refused_credential_is_the_jobs_configuration(last: str) -> None:
+    found = diagnose_text(_traceback(last), load_rules([]), IngestOptions(at=1_780_000_000_000))
+    assert (found.category, found.owner) == ("startup.config", "user"), found.summary
+    assert found.summary.startswith("The job's credentials were refused"), found.summary

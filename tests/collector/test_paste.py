@@ -523,3 +523,13 @@ def test_a_pod_kubectl_shows_as_unknown_lost_its_node() -> None:
     assert [(e.pod, e.node, e.attrs["reason"]) for e in lost] == [
         ("trainer-worker-1", "gpu-node-3", "NodeLost")
     ]
+
+
+def test_words_a_training_step_follows_are_not_closing() -> None:
+    # A periodic save before one more step's loss line is routine; an evaluation's line is no
+    # training step, so the results printed after it still close the log.
+    saved = "Saving model checkpoint to out/checkpoint-500\n{'loss': 0.81, 'epoch': 0.61}\n"
+    assert not any(e.attrs.get("closing") for e in _evidence(_read(saved)))
+    tested = "Epoch 9 step 900 loss 0.12\nTest: [196/196] Loss 1.20\n * Acc@1 66.902\n"
+    marked = [e.message for e in _evidence(_read(tested)) if e.attrs.get("closing")]
+    assert marked == ["Test: [196/196] Loss 1.20", " * Acc@1 66.902"]
