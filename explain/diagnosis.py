@@ -60,8 +60,9 @@ class Diagnosis:
 
 
 def _focus(pods: Sequence[PodRecord], records: Sequence[Evidence]) -> PodRecord | None:
-    """The pod to diagnose: the one with a failed or stuck container, else the one with most
-    records; pasted logs with no pod of their own belong to it."""
+    """The pod to diagnose: a workload's over the cluster's own (`kube-system`, `*-system`: a
+    `get pods -A` lists them beside the job), then the one with a failed or stuck container,
+    else the one with most records; pasted logs with no pod of their own belong to it."""
     if not pods:
         return None
     trouble = {
@@ -81,7 +82,14 @@ def _focus(pods: Sequence[PodRecord], records: Sequence[Evidence]) -> PodRecord 
     for ev in records:
         if ev.pod_uid:
             counts[ev.pod_uid] = counts.get(ev.pod_uid, 0) + 1
-    return max(pods, key=lambda p: (p.uid in trouble, counts.get(p.uid, 0)))
+    return max(
+        pods,
+        key=lambda p: (not _system(p.namespace), p.uid in trouble, counts.get(p.uid, 0)),
+    )
+
+
+def _system(namespace: str) -> bool:
+    return namespace.startswith("kube-") or namespace.endswith("-system")
 
 
 def _ended(records: Sequence[Evidence]) -> Evidence | None:

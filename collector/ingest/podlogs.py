@@ -138,10 +138,10 @@ class _LogSink:
     tracebacks among those lines back together as `log.traceback` records."""
 
     def __init__(
-        self, ctx: Context, ident: Mapping[str, Any], closing: frozenset[int] = frozenset()
+        self, ctx: Context, ident: Mapping[str, Any], closing: Mapping[int, int] | None = None
     ) -> None:
         self.ctx = ctx
-        self.closing = closing
+        self.closing = closing or {}
         self.fields = {
             "namespace": ident.get("namespace"),
             "pod": ident.get("pod"),
@@ -190,7 +190,7 @@ class _LogSink:
         if verdict.phase is not None:
             attrs["phase"] = verdict.phase
         if line in self.closing:
-            attrs["closing"] = True
+            attrs["closing"] = self.closing[line]
         out: list[Item] = [
             self.ctx.evidence(
                 source="log",
@@ -421,29 +421,49 @@ def _plain_stamp(text: str, year: int) -> int | None:
     return None
 
 
-# A training step's own line: a loss value with an epoch, iteration, step or batch counter
-# (`Epoch: [14][ 0/5005] ... Loss 1.70`, `{'loss': 2.41, ..., 'epoch': 1.06}`, Megatron's
-# `iteration 212300/ 500000 | ... lm loss: 2.28`), not an evaluation's (`Test:`, `Epoch(val)`).
-_LOSS_VALUE: Final = re.compile(r"(?i)\bloss\b\W{0,4}(?:[:=]\s*)?-?\d")
-_STEP_COUNTER: Final = re.compile(r"(?i)\b(?:epoch|iter|iteration|step|batch)\b")
-_EVALUATING: Final = re.compile(r"(?i)\b(?:val|valid|validation|eval|evaluation|test|testing)\b")
+# A training step's own line, besides what the line classifier counts as progress: a loss value
+# with an epoch, iteration, step or batch counter (`Epoch: [14][ 0/5005] ... Loss 1.70`,
+# detectron2's `iter: 5019  total_loss: 9.92`, `[800/300000] Train loss: 1.75`, `[E 15 | it
+# 1100] loss {total 1.34, ...}`), or an epoch begun before the last (`Starting epoch 2/6`);
+# not an evaluation's (`Test: [190/196] Loss`, `Testing DataLoader 0: 100%|`, `Epoch(val)`),
+# which a finished run prints last.
+_LOSS_VALUE: Final = re.compile(r"(?i)loss\w*\b[^\n\d]{0,20}\d")
+_STEP_COUNTER: Final = re.compile(
+    r"(?i)\b(?:epoch|iter|iteration|it|step|global_step|batch)\b|\[\s*\d+\s*/\s*\d+\s*\]"
+)
+_EPOCH_OF: Final = re.compile(r"(?i)\bepoch\W{0,3}(\d+)\s*/\s*(\d+)")
+_EVALUATING: Final = re.compile(
+    r"(?i)^\W*(?:\S+\s+)?(?:test|testing|val|valid|validation|validating|eval|evaluating|evaluation)\b"
+    r"|\((?:val|test)\)"
+)
+_BAR_DONE: Final = re.compile(r"\b(\d+)/(\d+) \[")
 
 
-def _closing_lines(rows: list[tuple[int, str, int | None]], closing: int) -> frozenset[int]:
-    """The last `closing` lines of a log that no training step follows: words a finished run
-    closes with (a save, a result) before one more step are routine, not an end."""
-    tail: list[int] = []
+def _closing_lines(
+    rows: list[tuple[int, str, int | None]], closing: int, classify: LineClassifier
+) -> dict[int, int]:
+    """The last `closing` lines of a log that no training step follows, each with its place
+    from the end (1, the last): words a finished run closes with (a save, a result) before one
+    more step are routine, not an end. Whether an error or a kill among them undoes an end is
+    the rules' to say."""
+    tail: dict[int, int] = {}
     for number, text, _ in reversed(rows[-closing:] if closing else []):
-        if _is_training_step(text):
+        if _is_training_step(text, classify.classify(text).kind):
             break
-        tail.append(number)
-    return frozenset(tail)
+        tail[number] = len(tail) + 1
+    return tail
 
 
-def _is_training_step(text: str) -> bool:
-    return bool(
-        _LOSS_VALUE.search(text) and _STEP_COUNTER.search(text) and not _EVALUATING.search(text)
-    )
+def _is_training_step(text: str, kind: str) -> bool:
+    if _EVALUATING.search(text):
+        return False
+    if kind == "log.progress":
+        bar = _BAR_DONE.search(text)
+        return not (bar and bar.group(1) == bar.group(2))
+    epoch = _EPOCH_OF.search(text)
+    if epoch and int(epoch.group(1)) < int(epoch.group(2)):
+        return True
+    return bool(_LOSS_VALUE.search(text) and _STEP_COUNTER.search(text))
 
 
 def parse_plain_text(
@@ -454,8 +474,8 @@ def parse_plain_text(
     Lines take the timestamp they start with; lines without one (traceback frames) take the
     previous line's. When the file has no timestamps at all, every line gets --at or the file's
     modification time, and the order is kept in attrs.seq. The last `closing` lines no
-    training step follows are marked attrs.closing: a paste that is a whole log ends where the
-    program stopped writing.
+    training step follows are marked attrs.closing with their place from the end (1, the
+    last): a paste that is a whole log ends where the program stopped writing.
     """
     ident = _identity(ctx)
     if ident is None:
@@ -468,7 +488,7 @@ def parse_plain_text(
     if not stamps and fallback is None:
         yield Rejected(None, "log lines carry no timestamps: pass --at TIME (when the log ended)")
         return
-    sink = _LogSink(ctx, ident, _closing_lines(rows, closing))
+    sink = _LogSink(ctx, ident, _closing_lines(rows, closing, _classifier(ctx)))
     current = stamps[0] if stamps else fallback
     assert current is not None
     for number, text, ts in rows:

@@ -145,3 +145,25 @@ def test_the_run_is_the_container_that_failed_first_not_a_sidecar_stopped_after(
     found = _diagnose(TWO_CONTAINERS, rules)
     assert (found.category, found.grade) == ("container.oom_killed", "proven")
     assert "trainer" in found.summary
+
+
+def test_a_system_pod_in_a_pods_listing_does_not_take_the_jobs_place(rules: RuleSet) -> None:
+    # `get pods -A` after a node loss: the training pod finished; a DaemonSet's pod on the lost
+    # node shows Unknown. The paste is about the job.
+    text = (
+        "NAMESPACE     NAME              READY   STATUS      RESTARTS   AGE\n"
+        "ml            trainer-0         0/1     Completed   0          3h\n"
+        "kube-system   fluentd-abcde     1/1     Unknown     0          9d\n"
+    )
+    found = _diagnose(text, rules)
+    assert (found.pod, found.category) == ("ml/trainer-0", "job.completed"), found.summary
+
+
+def test_closing_words_do_not_finish_a_log_that_ends_in_a_kill(rules: RuleSet) -> None:
+    ended = (
+        "Epoch 3 step 1000 loss 0.4\nSaved model checkpoint to out/final\nBest Epoch 3 acc 0.9\n"
+    )
+    assert _diagnose(ended, rules).category == "job.completed"
+    for last in ("Killed", "srun: error: node12: task 0: Killed", "Terminated"):
+        found = _diagnose(ended + last + "\n", rules)
+        assert found.category != "job.completed", (last, found.summary)
