@@ -27,21 +27,24 @@ WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 # batches are harder than the cases tuned on: when F and G (317 cases) joined they were
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
 # never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63), R (55),
-# T (112) and U (70) joined after their blind scores and the families they showed. Every
-# category's recall is held at 0.85: job.completed's, which committed run logs had pulled to
-# 0.83 (each script closes with its own words: a best epoch, k-NN results, a last save), is
-# 0.93 since a paste's last lines are read for those words. A stage's end ("Pretraining
-# completed.") does not read as the run's, since more training may follow it. No owner flip is
-# allowed: the one Q brought (a Slurm time-limit kill read as maintenance) was a reader's
-# fault (a trainer's progress rows taken for terminal wraps swallowed slurmstepd's line),
-# mended for every paste, and time limits now have their own rule.
-FLOOR_ALL = 0.965
-FLOOR_HOLDOUT = 0.91
+# T (112), U (70), V (109), W (100) and X (108) joined after their blind scores and the
+# families they showed; the overall and holdout floors rose with V to X (0.973 and 0.920
+# then). Every category's recall is held at 0.85: job.completed's, which committed run logs
+# had pulled to 0.83 (each script closes with its own words: a best epoch, k-NN results, a
+# last save), is 0.93 since a paste's last lines are read for those words. A stage's end
+# ("Pretraining completed.") does not read as the run's, since more training may follow it.
+# No owner flip is allowed: the one Q brought (a Slurm time-limit kill read as maintenance)
+# was a reader's fault (a trainer's progress rows taken for terminal wraps swallowed
+# slurmstepd's line), mended for every paste, and time limits now have their own rule.
+FLOOR_ALL = 0.97
+FLOOR_HOLDOUT = 0.915
 FLOOR_RECALL = 0.85
 MAX_FLIPS = 0
-# The wordings read from the tools' sources (0.945 at the last run). Lowered from 0.95 when the
-# node agents' and OS-update operators' 91 messages joined (the side blind batches Q and R read
-# worst): 32 of them known when read, 72 after the families they showed. Two flips are the
+# The wordings read from the tools' sources (0.948 at the last run, 1,400 messages). Lowered
+# from 0.95 when the node agents' and OS-update operators' 91 messages joined (the side blind
+# batches Q and R read worst): 32 of them known when read, 72 after the families they showed;
+# the endings, storage clients, FUSE daemons and CSI drivers, node agents and host components
+# read since joined at 0.64 to 0.73 and stand at 0.91 to 1.00. Two flips are the
 # storage systems' mounts failing at start (CephFS with no MDS up, gcsfuse's sidecar killed):
 # a FailedMount, which the taxonomy puts under startup.config, where the labeller read the
 # backend's failure (storage.io).
