@@ -702,6 +702,11 @@ def parse_events_table(ctx: Context, lines: Lines) -> Iterator[Item]:
         )
 
 
+# A STATUS that is the pod's own status reason. kubectl prints Unknown for a pod being deleted
+# whose reason is NodeLost (its node stopped reporting; printers.go), and for the Unknown phase.
+_STATUS_REASONS: Final = {"Evicted": "Evicted", "NodeLost": "NodeLost", "Unknown": "NodeLost"}
+
+
 def parse_pods_table(ctx: Context, lines: Lines) -> Iterator[Item]:
     """`kubectl get pods [-A]` as a table: each pod's STATUS as a termination or waiting fact."""
     now = _now(ctx)
@@ -760,28 +765,17 @@ def parse_pods_table(ctx: Context, lines: Lines) -> Iterator[Item]:
                 attrs={"grace_seconds": None},
                 **common,
             )
-        elif reason in ("Unknown", "NodeLost"):
-            # kubectl prints Unknown for a pod being deleted whose status reason is NodeLost
-            # (its node stopped reporting; printers.go), and for the Unknown phase itself.
+        elif reason in _STATUS_REASONS:
+            said = _STATUS_REASONS[reason]
             yield ctx.evidence(
                 native_id=uid,
-                version="status/NodeLost",
+                version=f"status/{said}",
                 ts=now,
                 kind="pod.status",
-                message=f"Pod {name} {status} (NodeLost: its node stopped reporting)",
+                message=f"Pod {name} {status}"
+                + (f" ({said}: its node stopped reporting)" if said != reason else ""),
                 severity=Severity.WARNING,
-                attrs={"reason": "NodeLost"},
-                **common,
-            )
-        elif reason == "Evicted":
-            yield ctx.evidence(
-                native_id=uid,
-                version="status/Evicted",
-                ts=now,
-                kind="pod.status",
-                message=f"Pod {name} Evicted",
-                severity=Severity.WARNING,
-                attrs={"reason": "Evicted"},
+                attrs={"reason": said},
                 **common,
             )
 
