@@ -455,6 +455,8 @@ def _closing_lines(
 
 
 def _is_training_step(text: str, kind: str) -> bool:
+    """One more step of training (the classifier's progress, unless a bar at its total), not
+    an evaluation's line."""
     if _EVALUATING.search(text):
         return False
     if kind == "log.progress":
