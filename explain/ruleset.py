@@ -29,6 +29,7 @@ from whyjob.core.taxonomy import CATEGORIES, Grade
 from whyjob.core.yamllines import Located, load_located, not_valid_yaml, plain
 from whyjob.explain.pattern import LazyPattern
 from whyjob.explain.prefilter import required_literals
+from whyjob.explain.templating import OPTIONAL_PART
 
 __all__ = [
     "FORMAT",
@@ -373,7 +374,7 @@ def _template_names(f: _File, node: Located, template: str) -> None:
         fields = [name for _, name, _, _ in string.Formatter().parse(template) if name]
     except ValueError as exc:
         raise f.error(node, f"bad template: {exc}") from None
-    if re.search(r"[\[\]]", re.sub(r"\[[^\[\]]*\]", "", template)):
+    if re.search(r"[\[\]]", OPTIONAL_PART.sub("", template)):
         raise f.error(node, "template: square brackets mark an optional part, unnested")
     for name in fields:
         if not re.match(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)?(\|[A-Za-z_]\w*(\.[A-Za-z_]\w*)?)*$", name):

@@ -12,12 +12,12 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["render"]
+__all__ = ["OPTIONAL_PART", "render"]
 
 _MISSING = "?"  # what a field with no value shows
 _ABSENT = object()  # a field with no value (a captured "?" is a value)
 # `[: {exc.detail}]`: a part kept only when every field in it has a value.
-_OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
+OPTIONAL_PART = re.compile(r"\[([^\[\]]*)\]")
 
 
 class _Formatter(string.Formatter):
@@ -51,7 +51,7 @@ def render(template: str, values: Mapping[str, Any]) -> str:
     none shows as '?', and a part in square brackets is left out when a field in it has none."""
     out: list[str] = []
     done = 0
-    for part in _OPTIONAL.finditer(template):
+    for part in OPTIONAL_PART.finditer(template):
         out.append(_FORMATTER.vformat(template[done : part.start()], (), values))
         inner = part.group(1)
         names = [name for _, name, _, _ in _FORMATTER.parse(inner) if name]

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import orjson
 
-from whyjob.collector.ingest.base import Context, Item, Rejected
+from whyjob.collector.ingest.base import Context, Item, Rejected, text_or_none
 from whyjob.core.entities import Binding
 from whyjob.core.evidence import Severity
 from whyjob.core.timeutil import parse_ts
@@ -106,10 +106,6 @@ def _ts(value: Any) -> int | None:
     return parse_ts(value)
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def classify_cause(cause: str) -> str:
     """The trigger of an ASG activity from its Cause text (the B11 clause patterns).
 
@@ -153,7 +149,7 @@ def _activity(
     raw: bytes | None = None,
 ) -> Iterator[Item]:
     raw = raw or orjson.dumps(activity)
-    activity_id = _text(activity.get("ActivityId"))
+    activity_id = text_or_none(activity.get("ActivityId"))
     if activity_id is None:
         yield Rejected(line, "Activity without ActivityId", raw)
         return
@@ -166,11 +162,11 @@ def _activity(
     if start is None:
         yield Rejected(line, f"Activity {activity_id} without StartTime", raw)
         return
-    description = _text(activity.get("Description")) or ""
-    cause = _text(activity.get("Cause")) or ""
-    status = _text(activity.get("StatusCode"))
+    description = text_or_none(activity.get("Description")) or ""
+    cause = text_or_none(activity.get("Cause")) or ""
+    status = text_or_none(activity.get("StatusCode"))
     progress = activity.get("Progress")
-    asg = _text(activity.get("AutoScalingGroupName"))
+    asg = text_or_none(activity.get("AutoScalingGroupName"))
     instance = instance_hint
     action: str | None = None
     if match := _DESCRIPTION.match(description):
@@ -203,7 +199,7 @@ def _activity(
             "action": action,
             "trigger": trigger,
             "progress": progress,
-            "status_message": _text(activity.get("StatusMessage")),
+            "status_message": text_or_none(activity.get("StatusMessage")),
         },
         raw=raw,
         line=line,
@@ -233,7 +229,7 @@ def parse_instance_status(ctx: Context, doc: Any, line: int | None) -> Iterator[
         if not isinstance(status, Mapping):
             yield Rejected(line, "InstanceStatus is not a JSON object")
             continue
-        instance = _text(status.get("InstanceId"))
+        instance = text_or_none(status.get("InstanceId"))
         if instance is None:
             yield Rejected(line, "InstanceStatus without InstanceId", orjson.dumps(status))
             continue
@@ -247,7 +243,7 @@ def _instance_event(ctx: Context, instance: str, event: Any, line: int | None) -
     if not isinstance(event, Mapping):
         yield Rejected(line, f"{instance}: scheduled event is not a JSON object")
         return
-    code = _text(event.get("Code")) or "unknown"
+    code = text_or_none(event.get("Code")) or "unknown"
     try:
         start = _ts(event.get("NotBefore"))
         end = _ts(event.get("NotAfter"))
@@ -258,9 +254,9 @@ def _instance_event(ctx: Context, instance: str, event: Any, line: int | None) -
     if start is None:
         yield Rejected(line, f"{instance} event {code} without NotBefore", orjson.dumps(event))
         return
-    description = _text(event.get("Description")) or ""
+    description = text_or_none(event.get("Description")) or ""
     state = _event_state(description)
-    event_id = _text(event.get("InstanceEventId")) or f"{instance}/{code}/{start}"
+    event_id = text_or_none(event.get("InstanceEventId")) or f"{instance}/{code}/{start}"
     yield ctx.evidence(
         source="aws.ec2",
         native_id=event_id,
@@ -351,7 +347,7 @@ def parse_eventbridge(ctx: Context, doc: Any, line: int | None) -> Iterator[Item
 
 
 def _instance_of(event: Mapping[str, Any], detail: Mapping[str, Any]) -> str | None:
-    instance = _text(detail.get("instance-id")) or _text(detail.get("EC2InstanceId"))
+    instance = text_or_none(detail.get("instance-id")) or text_or_none(detail.get("EC2InstanceId"))
     if instance:
         return instance
     for resource in event.get("resources") or ():
@@ -365,12 +361,12 @@ def _eventbridge(ctx: Context, event: Mapping[str, Any], line: int | None) -> It
     detail: Mapping[str, Any] = event["detail"]
     at = _ts(event.get("time"))
     raw = orjson.dumps(event)
-    event_id = _text(event.get("id"))
+    event_id = text_or_none(event.get("id"))
     instance = _instance_of(event, detail)
     if detail_type in _ASG_SUCCESS_TYPES:
         activity = dict(detail)
         activity.setdefault("StartTime", event.get("time"))
-        description = _text(activity.get("Description")) or ""
+        description = text_or_none(activity.get("Description")) or ""
         if not _DESCRIPTION.match(description):
             verb = (
                 "Launching a new EC2 instance"
@@ -384,7 +380,7 @@ def _eventbridge(ctx: Context, event: Mapping[str, Any], line: int | None) -> It
         raise ValueError("event without time")
     native = event_id or f"{detail_type}/{instance}/{at}"
     if detail_type == "EC2 Spot Instance Interruption Warning":
-        action = _text(detail.get("instance-action")) or "terminate"
+        action = text_or_none(detail.get("instance-action")) or "terminate"
         yield ctx.evidence(
             source="aws.eventbridge",
             native_id=native,
@@ -417,7 +413,7 @@ def _eventbridge(ctx: Context, event: Mapping[str, Any], line: int | None) -> It
             line=line,
         )
     elif detail_type == "EC2 Instance State-change Notification":
-        state = _text(detail.get("state")) or "unknown"
+        state = text_or_none(detail.get("state")) or "unknown"
         yield ctx.evidence(
             source="aws.eventbridge",
             native_id=native,
@@ -451,10 +447,12 @@ def _lifecycle(
     line: int | None,
 ) -> Iterator[Item]:
     action = _ASG_LIFECYCLE_TYPES[str(event["detail-type"])]
-    asg = _text(detail.get("AutoScalingGroupName"))
-    hook = _text(detail.get("LifecycleHookName"))
+    asg = text_or_none(detail.get("AutoScalingGroupName"))
+    hook = text_or_none(detail.get("LifecycleHookName"))
     token = (
-        _text(detail.get("LifecycleActionToken")) or _text(event.get("id")) or f"{instance}/{at}"
+        text_or_none(detail.get("LifecycleActionToken"))
+        or text_or_none(event.get("id"))
+        or f"{instance}/{at}"
     )
     yield ctx.evidence(
         source="aws.eventbridge",
@@ -476,7 +474,7 @@ def _lifecycle(
             "progress": None,
             "status_message": None,
             "lifecycle_hook": hook,
-            "transition": _text(detail.get("LifecycleTransition")),
+            "transition": text_or_none(detail.get("LifecycleTransition")),
         },
         raw=raw,
         line=line,
@@ -494,16 +492,16 @@ def _health(
     line: int | None,
 ) -> Iterator[Item]:
     """AWS Health scheduledChange for EC2: one maintenance.scheduled per affected instance."""
-    category = _text(detail.get("eventTypeCategory"))
+    category = text_or_none(detail.get("eventTypeCategory"))
     if detail.get("service") != "EC2" or category != "scheduledChange":
         key = f"AWS Health {detail.get('service')} {category}"
         ctx.skipped[key] = ctx.skipped.get(key, 0) + 1
         return
     start = _ts(detail.get("startTime")) or at
     end = _ts(detail.get("endTime"))
-    code = _text(detail.get("eventTypeCode")) or "unknown"
-    arn = _text(detail.get("eventArn")) or _text(event.get("id")) or f"{code}/{start}"
-    status = (_text(detail.get("statusCode")) or "upcoming").lower()
+    code = text_or_none(detail.get("eventTypeCode")) or "unknown"
+    arn = text_or_none(detail.get("eventArn")) or text_or_none(event.get("id")) or f"{code}/{start}"
+    status = (text_or_none(detail.get("statusCode")) or "upcoming").lower()
     state = _EVENT_STATES.get(status, status)
     description = next(
         (
@@ -663,7 +661,7 @@ def parse_imds_scheduled(ctx: Context, doc: Any, line: int | None) -> Iterator[I
         if start is None:
             yield Rejected(line, f"scheduled event {event.get('EventId')} without NotBefore", raw)
             continue
-        description = _text(event.get("Description")) or ""
+        description = text_or_none(event.get("Description")) or ""
         state = _EVENT_STATES.get(str(event.get("State") or "").lower()) or _event_state(
             description
         )

@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import orjson
 
-from whyjob.collector.ingest.base import Context, Item, Rejected
+from whyjob.collector.ingest.base import Context, Item, Rejected, text_or_none
 from whyjob.core.evidence import Severity
 from whyjob.core.timeutil import parse_ts
 
@@ -85,10 +85,6 @@ def looks_like_scheduled_events(doc: Any) -> bool:
     )
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def parse_scheduled_events(ctx: Context, doc: Any, line: int | None) -> Iterator[Item]:
     """Every event of the document, once per VM it names."""
     for event in doc.get("Events") or ():
@@ -100,8 +96,8 @@ def parse_scheduled_events(ctx: Context, doc: Any, line: int | None) -> Iterator
 
 def _event(ctx: Context, event: Mapping[str, Any], line: int | None) -> Iterator[Item]:
     raw = orjson.dumps(event)
-    event_id = _text(event.get("EventId"))
-    event_type = _text(event.get("EventType"))
+    event_id = text_or_none(event.get("EventId"))
+    event_type = text_or_none(event.get("EventType"))
     if event_id is None or event_type is None:
         yield Rejected(line, "scheduled event without EventId or EventType", raw)
         return
@@ -123,7 +119,7 @@ def _event(ctx: Context, event: Mapping[str, Any], line: int | None) -> Iterator
     duration = event.get("DurationInSeconds")
     duration = duration if isinstance(duration, int) and not isinstance(duration, bool) else None
     ts_end = ts + duration * 1000 if duration is not None and duration > 0 else None
-    status = _text(event.get("EventStatus")) or "Scheduled"
+    status = text_or_none(event.get("EventStatus")) or "Scheduled"
     state = _STATES.get(status, status.lower())
     resources = [r for r in event.get("Resources") or () if isinstance(r, str) and r]
     if not resources:
@@ -160,8 +156,8 @@ def _record(
     raw: bytes,
     line: int | None,
 ) -> Item:
-    description = _text(event.get("Description"))
-    event_source = _text(event.get("EventSource"))
+    description = text_or_none(event.get("Description"))
+    event_source = text_or_none(event.get("EventSource"))
     common: dict[str, Any] = {
         "source": "azure",
         "native_id": f"{event_id}/{resource}",

@@ -29,6 +29,7 @@ __all__ = [
     "in_cluster",
     "record_bytes",
     "resilient_lines",
+    "text_or_none",
 ]
 
 
@@ -206,3 +207,8 @@ def resilient_lines(
             )
             yield Rejected(number, _unreadable(exc), body)
             start = last + 1
+
+
+def text_or_none(value: Any) -> str | None:
+    """A document's field when it holds text, else None (a mangled `true`, `{}` or "" is none)."""
+    return value if isinstance(value, str) and value else None

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from whyjob.collector.ingest.base import Context, Item, Rejected, in_cluster
+from whyjob.collector.ingest.base import Context, Item, Rejected, in_cluster, text_or_none
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence, Severity, evidence_id
 from whyjob.core.timeutil import parse_ts
@@ -94,8 +94,8 @@ def parse_event(ctx: Context, item: Mapping[str, Any], line: int | None) -> Iter
         or None
     )
     kind = obj.get("kind") or ""
-    name = _name(obj.get("name"))
-    namespace = _name(obj.get("namespace")) or _name(meta.get("namespace"))
+    name = text_or_none(obj.get("name"))
+    namespace = text_or_none(obj.get("namespace")) or text_or_none(meta.get("namespace"))
     event_type = get("type") or "Normal"
     pod = pod_uid = container = node = experiment = None
     if kind == "Pod":
@@ -169,9 +169,3 @@ def parse_event(ctx: Context, item: Mapping[str, Any], line: int | None) -> Iter
 _EMPTY: Mapping[str, Any] = {}
 _KNOWN_PODS = "k8s.event.pods"
 _PLACED = "k8s.event.placed"
-
-
-def _name(value: Any) -> str | None:
-    """An object's name or namespace, if the document gives one as text (a mangled event's
-    `true` or `{}` is none)."""
-    return value if isinstance(value, str) and value else None

@@ -406,10 +406,6 @@ def read_paste(origin: str, data: bytes, options: IngestOptions | None = None) -
     yield from _in_paste_order(_read_lines(ctx, lines, wrapped))
 
 
-# How many of a pasted log's last lines may be the words a finished run closes with (a result
-# table's last rows, a save and its path wrapped by the terminal).
-_CLOSING_LINES: Final = 3
-
 # An indented YAML line, and a line that starts a key of its own (`image:`, not `docker://`).
 _INDENTED_YAML: Final = re.compile(r"^\s+(?:- )?[\w./-]+:")
 _YAML_KEY: Final = re.compile(r"^(?:- )?[\w./-]+:(?:\s|$)")
@@ -659,5 +655,5 @@ def _read_lines(
         index = end
     if app:
         yield from podlogs.parse_plain_text(
-            replace(ctx, path_hints={}), _unwrap(app, wrapped), closing=_CLOSING_LINES
+            replace(ctx, path_hints={}), _unwrap(app, wrapped), closing=True
         )

@@ -437,17 +437,20 @@ _EVALUATING: Final = re.compile(
     r"|\((?:val|test)\)"
 )
 _BAR_DONE: Final = re.compile(r"\b(\d+)/(\d+) \[")
+# How many of a whole log's last lines may be the words a finished run closes with (a result
+# table's last rows, a save and its path wrapped by the terminal).
+_CLOSING_LINES: Final = 3
 
 
 def _closing_lines(
-    rows: list[tuple[int, str, int | None]], closing: int, classify: LineClassifier
+    rows: list[tuple[int, str, int | None]], classify: LineClassifier
 ) -> dict[int, int]:
-    """The last `closing` lines of a log that no training step follows, each with its place
-    from the end (1, the last): words a finished run closes with (a save, a result) before one
-    more step are routine, not an end. Whether an error or a kill among them undoes an end is
-    the rules' to say."""
+    """A log's last lines that no training step follows, each with its place from the end (1,
+    the last): words a finished run closes with (a save, a result) before one more step are
+    routine, not an end. Whether an error or a kill among them undoes an end is the rules' to
+    say."""
     tail: dict[int, int] = {}
-    for number, text, _ in reversed(rows[-closing:] if closing else []):
+    for number, text, _ in reversed(rows[-_CLOSING_LINES:]):
         if _is_training_step(text, classify.classify(text).kind):
             break
         tail[number] = len(tail) + 1
@@ -469,15 +472,16 @@ def _is_training_step(text: str, kind: str) -> bool:
 
 
 def parse_plain_text(
-    ctx: Context, lines: Iterable[tuple[int, str]], *, closing: int = 0
+    ctx: Context, lines: Iterable[tuple[int, str]], *, closing: bool = False
 ) -> Iterator[Item]:
     """A log file with no fixed format, attached to a pod by --pod.
 
     Lines take the timestamp they start with; lines without one (traceback frames) take the
     previous line's. When the file has no timestamps at all, every line gets --at or the file's
-    modification time, and the order is kept in attrs.seq. The last `closing` lines no
-    training step follows are marked attrs.closing with their place from the end (1, the
-    last): a paste that is a whole log ends where the program stopped writing.
+    modification time, and the order is kept in attrs.seq. With `closing` (the lines are a
+    whole log, as a paste's are), its last lines no training step follows are marked
+    attrs.closing with their place from the end (1, the last): a whole log ends where the
+    program stopped writing.
     """
     ident = _identity(ctx)
     if ident is None:
@@ -490,7 +494,7 @@ def parse_plain_text(
     if not stamps and fallback is None:
         yield Rejected(None, "log lines carry no timestamps: pass --at TIME (when the log ended)")
         return
-    sink = _LogSink(ctx, ident, _closing_lines(rows, closing, _classifier(ctx)))
+    sink = _LogSink(ctx, ident, _closing_lines(rows, _classifier(ctx)) if closing else None)
     current = stamps[0] if stamps else fallback
     assert current is not None
     for number, text, ts in rows:
