@@ -265,7 +265,8 @@ _BARE = re.compile(
     r"|Out of memory: |Memory cgroup out of memory|oom-kill:|oom_reaper: |\S+ invoked oom-killer"
     r"|EXT4-fs |XFS \(|nfs: server |Buffer I/O error|blk_update_request: |print_req_error: "
     r"|Kernel panic - |BUG: |watchdog: BUG: |INFO: task \S+ blocked |mce: |EDAC |pcieport "
-    r"|mlx5_core ).*)$"
+    r"|mlx5_core |nvme nvme\d+: |block nvme\w+: |sd \d+:\d+:\d+:\d+: | session\d+: "
+    r"| connection\d+:\d+: ).*)$"
 )
 # The monotonic stamp rsyslog and some journald setups keep inside the message.
 _INNER_STAMP = re.compile(r"\[\s*\d+\.\d+\] ?")
@@ -365,6 +366,24 @@ _IO: Final = (
         Severity.WARNING,
     ),
     (re.compile(r"nfs: server (?P<dev>\S+) OK"), "nfs ok", Severity.INFO),
+    # Block storage over the network losing its target: SCSI failing I/O to a device the
+    # iSCSI session dropped (scsi_lib.c), the session given up (scsi_transport_iscsi.c), NVMe
+    # multipath with no path left (nvme/host/multipath.c).
+    (
+        re.compile(r"(?:sd |scsi)(?P<dev>\d+(?::\d+)*).*?: rejecting I/O to offline device"),
+        "device offline",
+        Severity.ERROR,
+    ),
+    (
+        re.compile(r"(?P<dev>session\d+): session recovery timed out"),
+        "iSCSI session lost",
+        Severity.ERROR,
+    ),
+    (
+        re.compile(r"(?:block )?(?P<dev>[\w.-]+): no (?:available )?path - failing I/O"),
+        "no path left",
+        Severity.ERROR,
+    ),
 )
 _NETDEV_WATCHDOG = re.compile(r"NETDEV WATCHDOG: (?P<dev>\S+) \((?P<drv>[^)]*)\): transmit queue")
 _LINK = re.compile(r"\blink (?:is |status (?:definitely )?)?(?P<state>down|up)\b", re.IGNORECASE)
@@ -471,6 +490,9 @@ def _classify(msg: str, state: _State, node: str) -> _Class:
         or "XFS (" in msg
         or "nfs: server" in msg
         or ("error, dev" in msg)
+        or "offline device" in msg
+        or "session recovery timed out" in msg
+        or "path - failing I/O" in msg
     ):
         for pattern, detail, level in _IO:
             if match := pattern.search(msg):

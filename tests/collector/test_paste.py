@@ -478,6 +478,26 @@ def test_the_block_layers_device_offline_error_is_storage() -> None:
     assert [e.attrs["device"] for e in io] == ["sdf"]
 
 
+def test_network_block_storage_losing_its_target_is_storage() -> None:
+    # iSCSI's session given up and SCSI refusing I/O to the dropped device; NVMe multipath
+    # with no path left; each with a syslog prefix, a dmesg stamp or no time at all.
+    text = (
+        "May 14 03:14:41 gpu017 kernel:  session1: session recovery timed out after 120 secs\n"
+        "May 14 03:14:41 gpu017 kernel: sd 2:0:0:1: rejecting I/O to offline device\n"
+        "[Tue May 14 03:22:42 2024] block nvme1n1: no available path - failing I/O\n"
+        "nvme nvme1: Failed reconnect attempt 10\n"
+    )
+    items = _evidence(_read(text))
+    io = [(e.attrs["device"], e.attrs["detail"]) for e in items if e.kind == "kernel.io"]
+    assert io == [
+        ("session1", "iSCSI session lost"),
+        ("2:0:0:1", "device offline"),
+        ("nvme1n1", "no path left"),
+    ]
+    # Not an I/O error of its own: a kernel line the storage rules read by its words.
+    assert [e.kind for e in items if "reconnect" in e.message] == ["kernel.line"]
+
+
 def test_a_prompt_ends_a_describe_block_even_double_spaced() -> None:
     printed = [
         "$ kubectl describe pod train-0",
