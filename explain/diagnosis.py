@@ -177,7 +177,15 @@ def diagnose(
     for number, ev in enumerate(records):
         # Everything pasted is about the one pod and its node, in paste order.
         moved = replace(ev, ts=_END - (count - number) * _SPACING, ts_end=None)
-        if ev.pod_uid is not None or ev.pod is not None or ev.kind.startswith("log."):
+        # An event about one of the job's other objects (its volume claim, its Job) names no
+        # pod and no node: what it says (a claim that could not be provisioned) is the pod's.
+        workload_event = ev.kind == "k8s.event" and ev.node is None
+        if (
+            ev.pod_uid is not None
+            or ev.pod is not None
+            or ev.kind.startswith("log.")
+            or workload_event
+        ):
             # A pod the paste does not otherwise show (a uid in a kernel line's cgroup path) is
             # the one pasted about.
             if (

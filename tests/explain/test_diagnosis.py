@@ -167,3 +167,17 @@ def test_closing_words_do_not_finish_a_log_that_ends_in_a_kill(rules: RuleSet) -
     for last in ("Killed", "srun: error: node12: task 0: Killed", "Terminated"):
         found = _diagnose(ended + last + "\n", rules)
         assert found.category != "job.completed", (last, found.summary)
+
+
+def test_events_about_the_jobs_volume_claim_are_the_pods(rules: RuleSet) -> None:
+    # A `get events` paste that only speaks of the pod's claim: its provisioning failure is
+    # why the pod never started, though no event names the pod.
+    text = (
+        "LAST SEEN   TYPE      REASON               OBJECT                              MESSAGE\n"
+        "52s         Warning   ProvisioningFailed   persistentvolumeclaim/data-train-0   "
+        'failed to provision volume with StorageClass "shsmb": rpc error: code = '
+        "DeadlineExceeded desc = context deadline exceeded\n"
+    )
+    found = _diagnose(text, rules)
+    assert found.category == "startup.config", found.summary
+    assert "failed to provision volume" in found.summary
