@@ -437,6 +437,8 @@ _EVALUATING: Final = re.compile(
     r"|\((?:val|test)\)"
 )
 _BAR_DONE: Final = re.compile(r"\b(\d+)/(\d+) \[")
+# A line that calls itself final ("Target loss reached at step 6034! Final Loss: 0.088").
+_FINAL: Final = re.compile(r"(?i)\bfinal\b")
 # How many of a whole log's last lines may be the words a finished run closes with (a result
 # table's last rows, a save and its path wrapped by the terminal).
 _CLOSING_LINES: Final = 3
@@ -459,8 +461,8 @@ def _closing_lines(
 
 def _is_training_step(text: str, kind: str) -> bool:
     """One more step of training (the classifier's progress, unless a bar at its total), not
-    an evaluation's line."""
-    if _EVALUATING.search(text):
+    an evaluation's line nor one that says it is the final one."""
+    if _EVALUATING.search(text) or _FINAL.search(text):
         return False
     if kind == "log.progress":
         bar = _BAR_DONE.search(text)

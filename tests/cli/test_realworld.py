@@ -27,9 +27,9 @@ WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 # batches are harder than the cases tuned on: when F and G (317 cases) joined they were
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
 # never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63), R (55),
-# T (112), U (70), V (109), W (100), X (108), Y1 (50), Z (97) and AA (98) joined after their
-# blind scores and the families they showed; the overall and holdout floors rose with V to Y1
-# (0.973 and 0.917 then; 0.975 and 0.924 with Z and AA). Every category's recall is held at 0.85: job.completed's, which committed run logs
+# T (112), U (70), V (109), W (100), X (108), Y1 (50), Z (97), AA (98) and AB (97) joined
+# after their blind scores and the families they showed; the overall and holdout floors rose
+# with V to Y1 (0.973 and 0.917 then; 0.975 and 0.928 with Z to AB). Every category's recall is held at 0.85: job.completed's, which committed run logs
 # had pulled to 0.83 (each script closes with its own words: a best epoch, k-NN results, a
 # last save), is 0.93 since a paste's last lines are read for those words. A stage's end
 # ("Pretraining completed.") does not read as the run's, since more training may follow it.
@@ -37,7 +37,7 @@ WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 # was a reader's fault (a trainer's progress rows taken for terminal wraps swallowed
 # slurmstepd's line), mended for every paste, and time limits now have their own rule.
 FLOOR_ALL = 0.97
-FLOOR_HOLDOUT = 0.915
+FLOOR_HOLDOUT = 0.92
 FLOOR_RECALL = 0.85
 MAX_FLIPS = 0
 # The wordings read from the tools' sources (0.948 at the last run, 1,400 messages). Lowered

@@ -553,3 +553,9 @@ def test_words_a_training_step_follows_are_not_closing() -> None:
     tested = "Epoch 9 step 900 loss 0.12\nTest: [196/196] Loss 1.20\n * Acc@1 66.902\n"
     marked = [e.message for e in _evidence(_read(tested)) if e.attrs.get("closing")]
     assert marked == ["Test: [196/196] Loss 1.20", " * Acc@1 66.902"]
+    # A line that calls itself final is the run's closing word, whatever step it names.
+    final = (
+        "Step  6000, Loss: 0.210986\nTarget loss of 0.1 achieved at step 6034! Final Loss: 0.0883\n"
+    )
+    marked = [e.message for e in _evidence(_read(final)) if e.attrs.get("closing")]
+    assert marked == ["Target loss of 0.1 achieved at step 6034! Final Loss: 0.0883"]
