@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
 
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Evidence
@@ -144,6 +144,41 @@ def _named_pods(pods: Sequence[PodRecord], records: Sequence[Evidence]) -> list[
     return list(known.values())
 
 
+# What a pod depends on or belongs to: its volume claims, its Job or training job, its gang.
+_POD_OBJECTS: Final = frozenset(
+    {
+        "persistentvolumeclaim",
+        "job",
+        "pytorchjob",
+        "tfjob",
+        "mpijob",
+        "xgboostjob",
+        "paddlejob",
+        "jaxjob",
+        "trainjob",
+        "rayjob",
+        "jobset",
+        "podgroup",
+        "workload",
+    }
+)
+
+
+def _about_the_pod(ev: Evidence, pod: str | None) -> bool:
+    """An event about one of the pod's own objects, which names no pod and no node: what it
+    says (a claim that could not be provisioned) is the pod's. With a pod in the paste, the
+    object's name ties it: a StatefulSet's claim is `<template>-<pod>`, a Job's name begins its
+    pods'; with none, the paste is about the job and every such object is its own."""
+    if ev.kind != "k8s.event" or ev.node is not None:
+        return False
+    if str(ev.attrs.get("object_kind") or "").lower() not in _POD_OBJECTS:
+        return False
+    if pod is None:
+        return True
+    name = str(ev.attrs.get("object_name") or "")
+    return bool(name) and (pod.startswith(name) or name.endswith(pod))
+
+
 def _node_named(records: Sequence[Evidence], pod_uid: str) -> str | None:
     """The node the paste ties to the pod, else the one its node-level lines name most."""
     for ev in records:
@@ -177,14 +212,11 @@ def diagnose(
     for number, ev in enumerate(records):
         # Everything pasted is about the one pod and its node, in paste order.
         moved = replace(ev, ts=_END - (count - number) * _SPACING, ts_end=None)
-        # An event about one of the job's other objects (its volume claim, its Job) names no
-        # pod and no node: what it says (a claim that could not be provisioned) is the pod's.
-        workload_event = ev.kind == "k8s.event" and ev.node is None
         if (
             ev.pod_uid is not None
             or ev.pod is not None
             or ev.kind.startswith("log.")
-            or workload_event
+            or _about_the_pod(ev, name if focus else None)
         ):
             # A pod the paste does not otherwise show (a uid in a kernel line's cgroup path) is
             # the one pasted about.

@@ -265,8 +265,8 @@ _BARE = re.compile(
     r"|Out of memory: |Memory cgroup out of memory|oom-kill:|oom_reaper: |\S+ invoked oom-killer"
     r"|EXT4-fs |XFS \(|nfs: server |Buffer I/O error|blk_update_request: |print_req_error: "
     r"|Kernel panic - |BUG: |watchdog: BUG: |INFO: task \S+ blocked |mce: |EDAC |pcieport "
-    r"|mlx5_core |nvme nvme\d+: |block nvme\w+: |sd \d+:\d+:\d+:\d+: | session\d+: "
-    r"| connection\d+:\d+: ).*)$"
+    r"|mlx5_core |nvme nvme\d+: |block nvme\w+: |(?:sd|scsi) \d+:\d+:\d+:\d+: "
+    r"| ?session\d+: session recovery | ?connection\d+:\d+: detected conn error).*)$"
 )
 # The monotonic stamp rsyslog and some journald setups keep inside the message.
 _INNER_STAMP = re.compile(r"\[\s*\d+\.\d+\] ?")
@@ -360,6 +360,12 @@ _IO: Final = (
         "xfs shutdown",
         Severity.ERROR,
     ),
+    # A soft mount giving up returns errors to the program; a hard one keeps trying.
+    (
+        re.compile(r"nfs: server (?P<dev>\S+) not responding, timed out"),
+        "nfs timed out",
+        Severity.ERROR,
+    ),
     (
         re.compile(r"nfs: server (?P<dev>\S+) not responding"),
         "nfs not responding",
@@ -370,7 +376,7 @@ _IO: Final = (
     # iSCSI session dropped (scsi_lib.c), the session given up (scsi_transport_iscsi.c), NVMe
     # multipath with no path left (nvme/host/multipath.c).
     (
-        re.compile(r"(?:sd |scsi)(?P<dev>\d+(?::\d+)*).*?: rejecting I/O to offline device"),
+        re.compile(r"(?:sd|scsi) (?P<dev>\d+(?::\d+)+): rejecting I/O to offline device"),
         "device offline",
         Severity.ERROR,
     ),

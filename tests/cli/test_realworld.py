@@ -22,25 +22,25 @@ CORPUS = Path(__file__).parents[1] / "fixtures" / "realworld" / "cases.jsonl"
 WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 
 # Floors: raise them as the diagnosis improves, never lower them to let a change through.
-# They sit just under the figures of the last run (all 0.969, holdout 0.918, lowest recall
-# 0.833 for job.completed) so a change that costs even a few cases fails here. New blind
-# batches are harder than the cases tuned on: when F and G (317 cases) joined they were
+# They sit just under the figures of the last run (all 0.974, holdout 0.928, lowest recall
+# 0.85 or above for every category) so a change that costs even a few cases fails here. New
+# blind batches are harder than the cases tuned on: when F and G (317 cases) joined they were
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
 # never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63), R (55),
 # T (112), U (70), V (109), W (100), X (108), Y1 (50), Z (97), AA (98) and AB (97) joined
-# after their blind scores and the families they showed; the overall and holdout floors rose
-# with V to Y1 (0.973 and 0.917 then; 0.975 and 0.928 with Z to AB). Every category's recall is held at 0.85: job.completed's, which committed run logs
+# after their blind scores and the families they showed; the floors rose with V to AB.
+# Every category's recall is held at 0.85: job.completed's, which committed run logs
 # had pulled to 0.83 (each script closes with its own words: a best epoch, k-NN results, a
 # last save), is 0.93 since a paste's last lines are read for those words. A stage's end
 # ("Pretraining completed.") does not read as the run's, since more training may follow it.
 # No owner flip is allowed: the one Q brought (a Slurm time-limit kill read as maintenance)
 # was a reader's fault (a trainer's progress rows taken for terminal wraps swallowed
 # slurmstepd's line), mended for every paste, and time limits now have their own rule.
-FLOOR_ALL = 0.97
+FLOOR_ALL = 0.972
 FLOOR_HOLDOUT = 0.92
 FLOOR_RECALL = 0.85
 MAX_FLIPS = 0
-# The wordings read from the tools' sources (0.948 at the last run, 1,400 messages). Lowered
+# The wordings read from the tools' sources (0.951 at the last run, 1,511 messages). Lowered
 # from 0.95 when the node agents' and OS-update operators' 91 messages joined (the side blind
 # batches Q and R read worst): 32 of them known when read, 72 after the families they showed;
 # the endings, storage clients, FUSE daemons and CSI drivers, node agents and host components

@@ -484,6 +484,7 @@ def test_network_block_storage_losing_its_target_is_storage() -> None:
     text = (
         "May 14 03:14:41 gpu017 kernel:  session1: session recovery timed out after 120 secs\n"
         "May 14 03:14:41 gpu017 kernel: sd 2:0:0:1: rejecting I/O to offline device\n"
+        "scsi 2:0:0:2: rejecting I/O to offline device\n"
         "[Tue May 14 03:22:42 2024] block nvme1n1: no available path - failing I/O\n"
         "nvme nvme1: Failed reconnect attempt 10\n"
     )
@@ -492,6 +493,7 @@ def test_network_block_storage_losing_its_target_is_storage() -> None:
     assert io == [
         ("session1", "iSCSI session lost"),
         ("2:0:0:1", "device offline"),
+        ("2:0:0:2", "device offline"),
         ("nvme1n1", "no path left"),
     ]
     # Not an I/O error of its own: a kernel line the storage rules read by its words.

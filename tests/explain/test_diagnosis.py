@@ -181,3 +181,20 @@ def test_events_about_the_jobs_volume_claim_are_the_pods(rules: RuleSet) -> None
     found = _diagnose(text, rules)
     assert found.category == "startup.config", found.summary
     assert "failed to provision volume" in found.summary
+
+
+def test_another_workloads_event_is_not_the_pods(rules: RuleSet) -> None:
+    # A namespace's events: another ReplicaSet's quota refusal is not why train-0 (which
+    # started) stopped.
+    text = (
+        "LAST SEEN   TYPE      REASON         OBJECT                      MESSAGE\n"
+        "12m         Normal    Started        pod/train-0                 Started container trainer\n"
+        "3m          Warning   BackOff        pod/train-0                 Back-off restarting failed container trainer\n"
+        '2m          Warning   FailedCreate   replicaset/notebook-7d9f8   Error creating: pods "notebook-7d9f8-x2k" '
+        "is forbidden: exceeded quota: gpu-quota\n"
+        "1m          Warning   ProvisioningFailed   persistentvolumeclaim/data-other-0   "
+        'failed to provision volume with StorageClass "shsmb"\n'
+    )
+    found = _diagnose(text, rules)
+    assert found.category != "startup.config", found.summary
+    assert "quota" not in found.summary and "provision" not in found.summary
