@@ -96,6 +96,12 @@ def _flatten(
     return values
 
 
+# Frameworks print their farewell from `finally` blocks and teardown hooks (detectron2's
+# "Overall training speed", a progress bar closed at 100%), so a failure this shortly before the
+# finish line is what ended the run, not an error it survived.
+_FAREWELL_MS = 10_000
+
+
 class CauseFinder:
     """Evaluates a rule set against one scene."""
 
@@ -106,11 +112,15 @@ class CauseFinder:
         matches: dict[int, dict[str, dict[str, str]]],
         clock: Clock | None = None,
         skew_ms: int | None = None,
+        farewell_ms: int = _FAREWELL_MS,
     ):
         self.clock = clock
         # How far apart two records' clocks may be and still count as "first" (nodes' clocks
         # drift); a paste is one stream in its own order, so there it is 0.
         self.skew_ms = _SKEW_MS if skew_ms is None else skew_ms
+        # How long before a run's word that it finished a failure still counts as its end (a
+        # crash whose teardown printed the farewell); a paste counts it in lines.
+        self.farewell_ms = farewell_ms
         self.rules = rules
         self.scene = scene
         self.matches = matches
@@ -211,7 +221,9 @@ class CauseFinder:
                     continue
                 found.append(self._cause(rule, attempt, anchor, hits))
         found.sort(key=lambda f: (-f.cause.score, -(f.cause.at or 0)))
-        return _completed_unless_failed_after(_root_before_symptoms(found, self.skew_ms))
+        return _completed_unless_failed_after(
+            _root_before_symptoms(found, self.skew_ms), self.farewell_ms
+        )
 
     def _cause(
         self, rule: Explanation, attempt: Attempt, anchor: int, hits: dict[str, list[Evidence]]
@@ -296,13 +308,7 @@ def _root_before_symptoms(found: list[Found], skew_ms: int) -> list[Found]:
     return found
 
 
-# Frameworks print their farewell from `finally` blocks and teardown hooks (detectron2's
-# "Overall training speed", a progress bar closed at 100%), so a failure this shortly before the
-# finish line is what ended the run, not an error it survived.
-_FAREWELL_MS = 10_000
-
-
-def _completed_unless_failed_after(found: list[Found]) -> list[Found]:
+def _completed_unless_failed_after(found: list[Found], farewell_ms: int) -> list[Found]:
     """A run that reported finishing ended normally, whatever errors it survived on the way; a
     failure recorded with, after, or just before the finish (a crash while saving the final
     model; a crash whose teardown printed the farewell) wins."""
@@ -315,7 +321,7 @@ def _completed_unless_failed_after(found: list[Found]) -> list[Found]:
         for f in found
         if f not in finished
         and f.cause.category != "unknown"
-        and (f.cause.at or 0) >= last - _FAREWELL_MS
+        and (f.cause.at or 0) >= last - farewell_ms
     ]
     rest = [f for f in found if f not in finished and f not in after]
     return [*after, *finished, *rest]

@@ -29,6 +29,9 @@ __all__ = ["SCHEMA", "Diagnosis", "diagnose"]
 SCHEMA = "whyjob.diagnosis/v1"
 _END = 1_772_625_600_000  # a fixed, arbitrary end: a paste's own clocks are not trusted
 _SPACING = 10  # ms between consecutive pasted records
+# A failure up to this many records before a run's word that it finished still ends it (a
+# crash's traceback, then its teardown's farewell); one further back is an error it survived.
+_FAREWELL_RECORDS = 20
 _FAILED_STATES = ("OOMKilled", "Error", "ContainerStatusUnknown", "StartError")
 # Verdicts that are usually another rank's failure seen from this one.
 _SYMPTOMS = frozenset({"app.nccl_timeout", "app.nccl_error", "unknown"})
@@ -275,7 +278,9 @@ def diagnose(
     shown = {ev.id: (ev.ts if ev.ts != undated else None) for ev in records}
     clock = Clock(shown, shown.get(end.id) if end else None)
     matches = Matcher(rules).match_all(scene.all_records())
-    found = CauseFinder(rules, scene, matches, clock, skew_ms=0).find(attempt)
+    found = CauseFinder(
+        rules, scene, matches, clock, skew_ms=0, farewell_ms=_FAREWELL_RECORDS * _SPACING
+    ).find(attempt)
     return _verdict(found, placed, records, focus, state, reason)
 
 

@@ -198,3 +198,13 @@ def test_another_workloads_event_is_not_the_pods(rules: RuleSet) -> None:
     found = _diagnose(text, rules)
     assert found.category != "startup.config", found.summary
     assert "quota" not in found.summary and "provision" not in found.summary
+
+
+def test_a_paste_counts_a_failure_before_the_finish_in_lines(rules: RuleSet) -> None:
+    # An NFS soft mount timing out early in a run that trained on and finished is an error it
+    # survived; the same error just before the finish line is what ended it.
+    steps = "".join(f"epoch 24 step {n} loss 0.41\n" for n in range(100, 140))
+    stall = "[ 3249.562824] nfs: server fs01 not responding, timed out\n"
+    finished = "Training complete in 6h 27m\n"
+    assert _diagnose(stall + steps + finished, rules).category == "job.completed"
+    assert _diagnose(steps + stall + finished, rules).category == "storage.io"
