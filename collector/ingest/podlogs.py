@@ -442,6 +442,10 @@ _FINAL: Final = re.compile(r"(?i)\bfinal\b")
 # How many of a whole log's last lines may be the words a finished run closes with (a result
 # table's last rows, a save and its path wrapped by the terminal).
 _CLOSING_LINES: Final = 3
+# Weights & Biases' footer (its run summary, "Synced N W&B file(s)", "Find logs at:"), printed
+# by its exit hook after the program's last words whether the run finished or crashed: the
+# closing lines are the ones before it.
+_EXIT_HOOK_FOOTER: Final = re.compile(r"^\s*wandb:")
 
 
 def _closing_lines(
@@ -452,7 +456,11 @@ def _closing_lines(
     routine, not an end. Whether an error or a kill among them undoes an end is the rules' to
     say."""
     tail: dict[int, int] = {}
-    for number, text, _ in reversed(rows[-_CLOSING_LINES:]):
+    for number, text, _ in reversed(rows):
+        if len(tail) == _CLOSING_LINES:
+            break
+        if _EXIT_HOOK_FOOTER.match(text):
+            continue
         if _is_training_step(text, classify.classify(text).kind):
             break
         tail[number] = len(tail) + 1

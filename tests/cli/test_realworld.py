@@ -22,13 +22,13 @@ CORPUS = Path(__file__).parents[1] / "fixtures" / "realworld" / "cases.jsonl"
 WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 
 # Floors: raise them as the diagnosis improves, never lower them to let a change through.
-# They sit just under the figures of the last run (all 0.974, holdout 0.928, lowest recall
+# They sit just under the figures of the last run (all 0.973, holdout 0.929, lowest recall
 # 0.85 or above for every category) so a change that costs even a few cases fails here. New
 # blind batches are harder than the cases tuned on: when F and G (317 cases) joined they were
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
 # never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63), R (55),
-# T (112), U (70), V (109), W (100), X (108), Y1 (50), Z (97), AA (98) and AB (97) joined
-# after their blind scores and the families they showed; the floors rose with V to AB.
+# T (112), U (70), V (109), W (100), X (108), Y1 (50), Z (97), AA (98), AB (97) and AC (77)
+# joined after their blind scores and the families they showed; the floors rose with V to AC.
 # Every category's recall is held at 0.85: job.completed's, which committed run logs
 # had pulled to 0.83 (each script closes with its own words: a best epoch, k-NN results, a
 # last save), is 0.93 since a paste's last lines are read for those words. A stage's end

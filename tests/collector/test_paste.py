@@ -561,3 +561,11 @@ def test_words_a_training_step_follows_are_not_closing() -> None:
     )
     marked = [e.message for e in _evidence(_read(final)) if e.attrs.get("closing")]
     assert marked == ["Target loss of 0.1 achieved at step 6034! Final Loss: 0.0883"]
+    # Weights & Biases' footer, printed by its exit hook however the run ended, is looked past.
+    footer = (
+        "Total train time: 247.7501 minutes\n"
+        "wandb: Synced 6 W&B file(s), 0 media file(s), 0 artifact file(s) and 0 other file(s)\n"
+        "wandb: Find logs at: ./wandb/run-20241113_231623-lyt9t9bs/logs\n"
+    )
+    marked = [e.message for e in _evidence(_read(footer)) if e.attrs.get("closing")]
+    assert marked == ["Total train time: 247.7501 minutes"]
