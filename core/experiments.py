@@ -17,11 +17,34 @@ from typing import Literal
 
 __all__ = [
     "DEFAULT_LAUNCHERS",
+    "EXPERIMENT_KINDS",
     "NAME_RANKS",
     "Launcher",
     "Membership",
     "recognise",
 ]
+
+# Objects whose name is the experiment's name, as the launchers below name them from their
+# pods' labels: the training operators, Trainer's TrainJob, JobSet, LeaderWorkerSet, Ray, an
+# Argo Workflow, Volcano's Job and batch's (both kind Job).
+EXPERIMENT_KINDS = frozenset(
+    {
+        "PyTorchJob",
+        "TFJob",
+        "MPIJob",
+        "XGBoostJob",
+        "PaddleJob",
+        "JAXJob",
+        "MXJob",
+        "TrainJob",
+        "JobSet",
+        "LeaderWorkerSet",
+        "RayJob",
+        "RayCluster",
+        "Workflow",
+        "Job",
+    }
+)
 
 NameRank = Literal["ordinal", "suffix"]
 NAME_RANKS: tuple[NameRank, ...] = ("ordinal", "suffix")

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from whyjob.core.entities import PodRecord
 from whyjob.core.evidence import Evidence
+from whyjob.core.experiments import EXPERIMENT_KINDS
 from whyjob.core.standins import PASTED_CONTAINER, PASTED_NAMESPACE, PASTED_NODE, PASTED_POD
 from whyjob.core.taxonomy import CATEGORIES
 from whyjob.explain.causes import CauseFinder, Clock, Found
@@ -147,23 +148,11 @@ def _named_pods(pods: Sequence[PodRecord], records: Sequence[Evidence]) -> list[
     return list(known.values())
 
 
-# What a pod depends on or belongs to: its volume claims, its Job or training job, its gang.
+# What a pod depends on or belongs to: its volume claims, its experiment's object (a training
+# job, a JobSet, a Job), its gang (Volcano's PodGroup, Kueue's Workload). Lower case: `kubectl
+# get events` prints `persistentvolumeclaim/x`.
 _POD_OBJECTS: Final = frozenset(
-    {
-        "persistentvolumeclaim",
-        "job",
-        "pytorchjob",
-        "tfjob",
-        "mpijob",
-        "xgboostjob",
-        "paddlejob",
-        "jaxjob",
-        "trainjob",
-        "rayjob",
-        "jobset",
-        "podgroup",
-        "workload",
-    }
+    {kind.lower() for kind in EXPERIMENT_KINDS} | {"persistentvolumeclaim", "podgroup", "workload"}
 )
 
 

@@ -17,31 +17,11 @@ import orjson
 from whyjob.collector.ingest.base import Context, Item, Rejected, in_cluster, text_or_none
 from whyjob.core.entities import Binding, PodRecord
 from whyjob.core.evidence import Evidence, Severity, evidence_id
+from whyjob.core.experiments import EXPERIMENT_KINDS
 from whyjob.core.timeutil import parse_ts
 
-__all__ = ["EXPERIMENT_KINDS", "parse_event"]
+__all__ = ["parse_event"]
 
-# Objects whose name is the experiment's name, as core/experiments.py names them from their
-# pods' labels: the training operators, Trainer's TrainJob, JobSet, LeaderWorkerSet, Ray, an
-# Argo Workflow, Volcano's Job and batch's (both kind Job).
-EXPERIMENT_KINDS = frozenset(
-    {
-        "PyTorchJob",
-        "TFJob",
-        "MPIJob",
-        "XGBoostJob",
-        "PaddleJob",
-        "JAXJob",
-        "MXJob",
-        "TrainJob",
-        "JobSet",
-        "LeaderWorkerSet",
-        "RayJob",
-        "RayCluster",
-        "Workflow",
-        "Job",
-    }
-)
 
 # Kinds whose name other projects use too: only their own API group names an experiment.
 _GROUPS = {"Workflow": "argoproj.io/", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/"}
