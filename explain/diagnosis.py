@@ -275,9 +275,9 @@ def diagnose(
 
 def _readable(text: str) -> str:
     """Summaries speak of the pod's node, not of the stand-in name the paste reader gave it."""
-    return text.replace(f"node {PASTED_NODE}", "the pod's node").replace(
-        PASTED_NODE, "the pod's node"
-    )
+    for named in (f"the node {PASTED_NODE}", f"node {PASTED_NODE}", PASTED_NODE):
+        text = text.replace(named, "the pod's node")
+    return text
 
 
 # What to paste next, by what a paste lacked.

@@ -208,3 +208,12 @@ def test_a_paste_counts_a_failure_before_the_finish_in_lines(rules: RuleSet) -> 
     finished = "Training complete in 6h 27m\n"
     assert _diagnose(stall + steps + finished, rules).category == "job.completed"
     assert _diagnose(steps + stall + finished, rules).category == "storage.io"
+
+
+def test_a_summary_names_the_pasted_node_once_as_the_pods(rules: RuleSet) -> None:
+    found = _diagnose(
+        "[12345.678] watchdog: BUG: soft lockup - CPU#12 stuck for 22s! [python:4567]\n", rules
+    )
+    assert found.category == "node.not_ready"
+    assert "the pod's node failed" in found.summary.lower()
+    assert "the the" not in found.summary.lower()
