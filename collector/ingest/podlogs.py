@@ -443,8 +443,9 @@ _FINAL: Final = re.compile(r"(?i)\bfinal\b")
 # table's last rows, a save and its path wrapped by the terminal).
 _CLOSING_LINES: Final = 3
 # Weights & Biases' footer (its run summary, "Synced N W&B file(s)", "Find logs at:"), printed
-# by its exit hook after the program's last words whether the run finished or crashed: the
-# closing lines are the ones before it.
+# by its exit hook after the program's last words whether the run finished or raised, never
+# after a signal killed it: the closing lines are the ones before it, and a footer that ends
+# the log is marked closing 0 (after the last words).
 _EXIT_HOOK_FOOTER: Final = re.compile(r"^\s*wandb:")
 
 
@@ -452,18 +453,22 @@ def _closing_lines(
     rows: list[tuple[int, str, int | None]], classify: LineClassifier
 ) -> dict[int, int]:
     """A log's last lines that no training step follows, each with its place from the end (1,
-    the last): words a finished run closes with (a save, a result) before one more step are
-    routine, not an end. Whether an error or a kill among them undoes an end is the rules' to
-    say."""
+    the last; 0, an exit hook's footer after them): words a finished run closes with (a save,
+    a result) before one more step are routine, not an end. Whether an error or a kill among
+    them undoes an end is the rules' to say."""
     tail: dict[int, int] = {}
+    placed = 0
     for number, text, _ in reversed(rows):
-        if len(tail) == _CLOSING_LINES:
+        if placed == _CLOSING_LINES:
             break
         if _EXIT_HOOK_FOOTER.match(text):
+            if not placed:
+                tail[number] = 0
             continue
         if _is_training_step(text, classify.classify(text).kind):
             break
-        tail[number] = len(tail) + 1
+        placed += 1
+        tail[number] = placed
     return tail
 
 

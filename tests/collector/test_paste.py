@@ -569,3 +569,9 @@ def test_words_a_training_step_follows_are_not_closing() -> None:
     )
     marked = [e.message for e in _evidence(_read(footer)) if e.attrs.get("closing")]
     assert marked == ["Total train time: 247.7501 minutes"]
+    # The footer that ends the log is marked 0, after the last words; one that more lines
+    # follow is not the end.
+    after = [e.message for e in _evidence(_read(footer)) if e.attrs.get("closing") == 0]
+    assert after == [line for line in footer.splitlines() if line.startswith("wandb:")]
+    more = footer + "Loss:  0.4422837793827057\nEvaluating...\n"
+    assert not [e for e in _evidence(_read(more)) if e.attrs.get("closing") == 0]
