@@ -37,7 +37,7 @@ _ERROR: Final = re.compile(
 _WARNING: Final = re.compile(r"\b(?:WARN(?:ING)?|[Ww]arning)\b|^\s*\[?W\d{4} ")
 _CHECKPOINT: Final = re.compile(
     r"(?i)(?P<verb>sav(?:e|ed|ing)|wr(?:ote|itten|iting)|load(?:ed|ing)?|restor(?:ed|ing)"
-    r"|resum(?:ed|ing))\b[^\n]{0,80}?\bcheckpoint"
+    r"|resum(?:ed|ing)|\bstor(?:e|ed|ing))\b[^\n]{0,80}?\bcheckpoint"
     r"|\bcheckpoint\b[^\n]{0,120}?\b(?P<after>saved|is ready|written|loaded|restored)\b"
     r"|(?P<lightning>saving model to \S+\.ckpt)"
 )
@@ -102,9 +102,9 @@ class LineClassifier:
             verb = (checkpoint.group("verb") or checkpoint.group("after") or "save").lower()
             if verb.startswith(("load", "restor", "resum")):
                 phase = "load"
-            elif verb.startswith(("saved", "written", "wrote", "is ready")) or checkpoint.group(
-                "lightning"
-            ):
+            elif verb.startswith(
+                ("saved", "written", "wrote", "is ready", "stored")
+            ) or checkpoint.group("lightning"):
                 phase = "saved"
             else:
                 phase = "save"

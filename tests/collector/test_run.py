@@ -204,6 +204,10 @@ def test_forced_format_and_unknown_json(ingest: Ingest, tmp_path: Path) -> None:
         ),  # Megatron
         ("Saved checkpoint to /ckpt/step_1200.pt", "log.checkpoint"),  # plain torch.save
         (
+            'train.py:248] Stored checkpoint at step 3000 to "/ckpt/checkpoint_3000"',
+            "log.checkpoint",
+        ),  # vision_transformer's JAX trainer: a save, not one more step
+        (
             " iteration  100/ 500000 | lm loss: 2.6E+00 | number of nan iterations:   0 |",
             "log.progress",
         ),
