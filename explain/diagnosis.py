@@ -275,7 +275,12 @@ def diagnose(
 
 def _readable(text: str) -> str:
     """Summaries speak of the pod's node, not of the stand-in name the paste reader gave it."""
-    for named in (f"the node {PASTED_NODE}", f"node {PASTED_NODE}", PASTED_NODE):
+    for named in (
+        f"its node {PASTED_NODE}",
+        f"the node {PASTED_NODE}",
+        f"node {PASTED_NODE}",
+        PASTED_NODE,
+    ):
         text = text.replace(named, "the pod's node")
     return text
 

@@ -11,7 +11,9 @@ from NVIDIA's catalog), the `NVRM: GPU at PCI:…: GPU-…` identity line (`gpu.
 gpu.node binding, and the PCI → UUID map that gives later Xid lines in the same file their GPU),
 the OOM killer (`kernel.oom`, with the pod uid taken from the cgroup path), segfaults, I/O and
 filesystem errors, NIC and InfiniBand link loss, hung tasks, machine checks / AER / panics, and
-`kernel.line` for everything else.
+`kernel.line` for everything else. A task dumped as stuck in uninterruptible sleep (the hung-task
+detector's report, sysrq-w) gives one more record when its stack ends, `kernel.blocked_stack`,
+with the modules its frames are in: what the task waits on (a filesystem's, the GPU driver's).
 
 Clocks. Syslog stamps carry no year and no zone: the year is `--year` (the year of the file's
 first line) or else the file's modification time (the year of its last line, so a file that
@@ -334,6 +336,22 @@ _TRAP = re.compile(
 _HUNG = re.compile(
     r"INFO: task (?P<proc>.+):(?P<pid>\d+) blocked for more than (?P<sec>\d+) seconds"
 )
+# sched_show_task's header for a dumped task, since 5.x ("task:dd state:D stack:0 pid:59750"),
+# in 4.x ("dd  D  0 59750  51044 0x00004004") and 3.x ("python  D ffff8817d2c1e180  0 12345
+# 12300 0x00000080"); the frames of its stack ("ceph_fsync+0x59/0x3b0 [ceph]", on 3.x after
+# "[<ffffffffa06cd2e4>] "); and the lines a dump prints between them.
+_TASK_HEADER = re.compile(
+    r"\btask:(?P<name>\S+)\s+state:(?P<state>[A-Z])\b"
+    r"|^\s*(?P<old>\S+)\s+(?P<old_state>[DRSTIZX])\s+(?:[0-9a-f]{8,16}\s+)?\d+\s+\d+\s+\d+"
+    r"\s+0x[0-9a-f]{8}\s*$"
+)
+_FRAME = re.compile(
+    r"^\s*(?:\[<[0-9a-f]+>\]\s*)?(?:\? )?[\w.]+\+0x[0-9a-f]+/0x[0-9a-f]+(?:\s+\[(?P<module>\w+)\])?"
+)
+_STACK_FURNITURE = re.compile(
+    r"Call Trace:|</?(?:TASK|IRQ|NMI)>|^\s*(?:RIP|RSP|RAX|RBX|RCX|RDX|RSI|RDI|RBP|R\d\d?|Code):"
+    r"|Not tainted|Tainted:|hung_task_timeout_secs"
+)
 _IO: Final = (
     (
         re.compile(r"Buffer I/O error on dev(?:ice)? (?P<dev>[\w.-]+)"),
@@ -419,6 +437,17 @@ class _Class:
 
 
 @dataclass(slots=True)
+class _Stack:
+    """A blocked task's dump being read: its header's place and the modules of its frames."""
+
+    node: str
+    ts: int
+    message: str
+    line: int | None
+    modules: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class _State:
     """What one file teaches about later lines: PCI → GPU, pid → pod, clocks, repeats."""
 
@@ -429,6 +458,7 @@ class _State:
     year: int | None = None
     last_month: int = 0
     stopped: bool = False
+    stack: _Stack | None = None
 
     def occurrence(self, node: str, ts: int, text: str) -> str:
         """'' for the first (node, second, text) in the file, then '2', '3', …"""
@@ -796,6 +826,58 @@ def parse_kernel_text(ctx: Context, lines: Iterable[tuple[int, str]]) -> Iterato
         yield record
         if record.kind == "gpu.identity" and record.gpu_uuid:
             yield Binding("gpu.node", record.gpu_uuid, node, ts, ts, {"pci": record.attrs["pci"]})
+        if (stack := _follow_stack(ctx, state, record, number)) is not None:
+            yield stack
+    if (stack := _end_stack(ctx, state)) is not None:
+        yield stack
+
+
+def _follow_stack(
+    ctx: Context, state: _State, record: Evidence, line: int | None
+) -> Evidence | None:
+    """Reads a blocked task's dump along: a hung-task report or a task in state D opens it,
+    its frames add the modules they are in, any other line ends it (another task's header too:
+    a sysrq-t dump's sleeping tasks are not the blocked one)."""
+    msg = record.message
+    header = (
+        _TASK_HEADER.search(msg)
+        if record.kind != "kernel.hung_task" and ("state:" in msg or " D " in msg)
+        else None
+    )
+    hung = record.kind == "kernel.hung_task"
+    if hung or header is not None:
+        ended = _end_stack(ctx, state)
+        if hung or (header is not None and "D" in header.group("state", "old_state")):
+            state.stack = _Stack(record.node or "", record.ts, msg, line)
+        return ended
+    if state.stack is None:
+        return None
+    if "+0x" in msg and (frame := _FRAME.match(msg)):
+        module = frame.group("module")
+        if module and module not in state.stack.modules:
+            state.stack.modules.append(module)
+        return None
+    if _STACK_FURNITURE.search(msg):
+        return None
+    return _end_stack(ctx, state)
+
+
+def _end_stack(ctx: Context, state: _State) -> Evidence | None:
+    """The blocked task's dump as one record, if its frames named any module."""
+    stack, state.stack = state.stack, None
+    if stack is None or not stack.modules:
+        return None
+    return ctx.evidence(
+        source=SOURCE,
+        native_id=f"{stack.node}\x1f{stack.ts // 1000}\x1f{stack.message}\x1fstack",
+        ts=stack.ts,
+        kind="kernel.blocked_stack",
+        message=f"{stack.message} (its stack in {', '.join(stack.modules)})",
+        severity=Severity.WARNING,
+        node=stack.node,
+        attrs={"modules": " ".join(stack.modules)},
+        line=stack.line,
+    )
 
 
 def _stamp_ms(ctx: Context, state: _State, fmt: str, match: re.Match[str]) -> int | Rejected | None:

@@ -35,10 +35,14 @@ _PREFIX: Final = re.compile(
 )
 # The agent's own line when it sees a worker fail, before it stops the others:
 # `failed (exitcode: -9) local_rank: 0 (pid: 598577) of binary: /usr/bin/python`.
-# DeepSpeed's launcher says it as `... '--local_rank=1', ...] exits with return code = -11`.
+# DeepSpeed's launcher says it as `... '--local_rank=1', ...] exits with return code = -11`,
+# and torch.distributed.launch (before torchrun) as the CalledProcessError it raises: `Command
+# '[..., '--local_rank=1', ...]' returned non-zero exit status 1.`
 _AGENT_FAILED: Final = re.compile(
     r"\bfailed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: \d+\)"
     r"|--local_rank=(?P<ds_local>\d+)\b.*\bexits with return code = (?P<ds_code>-?\d+)"
+    r"|CalledProcessError: Command '\[.*--local_rank=(?P<cp_local>\d+)\b.*\]' returned non-zero"
+    r" exit status (?P<cp_code>-?\d+)"
 )
 _MAX_ENTRIES: Final = 4096
 
@@ -136,7 +140,7 @@ class SummaryTracker:
 
 def _agent_failure(number: int, found: re.Match[str]) -> Failure:
     """The worker the agent saw fail first; a negative exit code is the signal that ended it."""
-    code = int(found.group("code") or found.group("ds_code"))
+    code = int(found.group("code") or found.group("ds_code") or found.group("cp_code"))
     signal: str | None = None
     if code < 0:
         try:
@@ -146,7 +150,7 @@ def _agent_failure(number: int, found: re.Match[str]) -> Failure:
     return Failure(
         number,
         first=True,
-        local_rank=int(found.group("local") or found.group("ds_local")),
+        local_rank=int(found.group("local") or found.group("ds_local") or found.group("cp_local")),
         exit_code=code,
         signal=signal,
     )

@@ -85,10 +85,14 @@ def _wrap_widths(lines: list[tuple[int, str]]) -> frozenset[int]:
 
 
 def _same_start(previous: str, text: str) -> bool:
-    """A line that opens with the previous line's first word (`fuse:`, a logger's name) is the
-    next line of the same log, not the rest of a cut one."""
+    """A line that opens with the previous line's first word (`fuse:`, a logger's name), or is
+    indented as deep as it (a usage message's options, a block's aligned rows), is the next
+    line of the same output, not the rest of a cut one."""
     head = text.split(" ", 1)[0]
-    return bool(head) and previous.split(" ", 1)[0] == head
+    if head:
+        return previous.split(" ", 1)[0] == head
+    indent = len(text) - len(text.lstrip(" "))
+    return indent > 0 and len(previous) - len(previous.lstrip(" ")) == indent
 
 
 def _unwrap(lines: list[tuple[int, str]], wrapped: frozenset[int]) -> list[tuple[int, str]]:

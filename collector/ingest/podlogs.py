@@ -433,7 +433,7 @@ _STEP_COUNTER: Final = re.compile(
 )
 _EPOCH_OF: Final = re.compile(r"(?i)\bepoch\W{0,3}(\d+)\s*/\s*(\d+)")
 _EVALUATING: Final = re.compile(
-    r"(?i)^\W*(?:\S+\s+)?(?:test|testing|val|valid|validation|validating|eval|evaluating|evaluation)\b"
+    r"(?i)^\W*(?:\S+\s+)?(?:test|testing|val|valid|validation|validating|eval|evaluating|evaluation)(?:\b|_)"
     r"|\((?:val|test)\)"
 )
 _BAR_DONE: Final = re.compile(r"\b(\d+)/(\d+) \[")
@@ -443,10 +443,11 @@ _FINAL: Final = re.compile(r"(?i)\bfinal\b")
 # table's last rows, a save and its path wrapped by the terminal).
 _CLOSING_LINES: Final = 3
 # Weights & Biases' footer (its run summary, "Synced N W&B file(s)", "Find logs at:"), printed
-# by its exit hook after the program's last words whether the run finished or raised, never
-# after a signal killed it: the closing lines are the ones before it, and a footer that ends
-# the log is marked closing 0 (after the last words).
-_EXIT_HOOK_FOOTER: Final = re.compile(r"^\s*wandb:")
+# by run.finish() or its exit hook after the program's last words whether the run finished or
+# raised, never after a signal's default action killed it: the closing lines are the ones
+# before it, and a footer that ends the log after them is marked closing 0. A launcher's rank
+# prefix (torchrun's `[default0]:`) may come first.
+_EXIT_HOOK_FOOTER: Final = re.compile(r"^\s*(?:\[(?:default|rank)\d+\]:\s*)?wandb:")
 
 
 def _closing_lines(
@@ -454,21 +455,25 @@ def _closing_lines(
 ) -> dict[int, int]:
     """A log's last lines that no training step follows, each with its place from the end (1,
     the last; 0, an exit hook's footer after them): words a finished run closes with (a save,
-    a result) before one more step are routine, not an end. Whether an error or a kill among
-    them undoes an end is the rules' to say."""
+    a result) before one more step are routine, not an end, and so is a footer straight after
+    a step (a run.finish() a kill came after). Whether an error or a kill among them undoes an
+    end is the rules' to say."""
     tail: dict[int, int] = {}
+    footer: list[int] = []
     placed = 0
     for number, text, _ in reversed(rows):
         if placed == _CLOSING_LINES:
             break
         if _EXIT_HOOK_FOOTER.match(text):
             if not placed:
-                tail[number] = 0
+                footer.append(number)
             continue
         if _is_training_step(text, classify.classify(text).kind):
             break
         placed += 1
         tail[number] = placed
+    if placed:
+        tail.update(dict.fromkeys(footer, 0))
     return tail
 
 

@@ -27,8 +27,9 @@ WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 # blind batches are harder than the cases tuned on: when F and G (317 cases) joined they were
 # lowered once, and the holdout's once more when N (54 cases, its holdout part 5 of 9 right,
 # never tuned on) joined; H to K (506 cases), L (136), M (79), O (108), P (66), Q (63), R (55),
-# T (112), U (70), V (109), W (100), X (108), Y1 (50), Z (97), AA (98), AB (97) and AC (77)
-# joined after their blind scores and the families they showed; the floors rose with V to AC.
+# T (112), U (70), V (109), W (100), X (108), Y1 (50), Z (97), AA (98), AB (97), AC (77), AD
+# (82), AE (110), AF (92) and AG (78) joined after their blind scores and the families they
+# showed; the floors rose with V to AC and again with AD to AG.
 # Every category's recall is held at 0.85: job.completed's, which committed run logs
 # had pulled to 0.83 (each script closes with its own words: a best epoch, k-NN results, a
 # last save), is 0.93 since a paste's last lines are read for those words. A stage's end
@@ -36,11 +37,11 @@ WORDINGS = Path(__file__).parents[1] / "fixtures" / "wordings" / "cases.jsonl"
 # No owner flip is allowed: the one Q brought (a Slurm time-limit kill read as maintenance)
 # was a reader's fault (a trainer's progress rows taken for terminal wraps swallowed
 # slurmstepd's line), mended for every paste, and time limits now have their own rule.
-FLOOR_ALL = 0.972
-FLOOR_HOLDOUT = 0.92
+FLOOR_ALL = 0.974
+FLOOR_HOLDOUT = 0.93
 FLOOR_RECALL = 0.85
 MAX_FLIPS = 0
-# The wordings read from the tools' sources (0.951 at the last run, 1,511 messages). Lowered
+# The wordings read from the tools' sources (0.952 at the last run, 1,525 messages). Lowered
 # from 0.95 when the node agents' and OS-update operators' 91 messages joined (the side blind
 # batches Q and R read worst): 32 of them known when read, 72 after the families they showed;
 # the endings, storage clients, FUSE daemons and CSI drivers, node agents and host components
@@ -48,7 +49,7 @@ MAX_FLIPS = 0
 # storage systems' mounts failing at start (CephFS with no MDS up, gcsfuse's sidecar killed):
 # a FailedMount, which the taxonomy puts under startup.config, where the labeller read the
 # backend's failure (storage.io).
-FLOOR_WORDINGS = 0.93
+FLOOR_WORDINGS = 0.945
 MAX_WORDING_FLIPS = 2
 
 

@@ -535,3 +535,45 @@ def test_xid_severity() -> None:
     assert kernel.xid_severity(154, 0) == Severity.INFO
     assert kernel.xid_severity(154, 1) == Severity.ERROR
     assert kernel.xid_severity(999) == Severity.WARNING
+
+
+def _stack_records(text: str) -> list[Evidence]:
+    ctx = Context("dump.log", IngestOptions(year=2026), MTIME)
+    rows = list(enumerate(text.splitlines(), start=1))
+    return [
+        e
+        for e in records(list(kernel.parse_kernel_text(ctx, rows)))
+        if e.kind == "kernel.blocked_stack"
+    ]
+
+
+BLOCKED = """\
+Nov 19 01:03:24 gpu-node-7 kernel: INFO: task python:4242 blocked for more than 122 seconds.
+Nov 19 01:03:24 gpu-node-7 kernel:       Not tainted 6.8.0-48-generic #48-Ubuntu
+Nov 19 01:03:24 gpu-node-7 kernel: "echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.
+Nov 19 01:03:24 gpu-node-7 kernel: task:python          state:D stack:0     pid:4242  tgid:4242  ppid:1      flags:0x00004002
+Nov 19 01:03:24 gpu-node-7 kernel: Call Trace:
+Nov 19 01:03:24 gpu-node-7 kernel:  <TASK>
+Nov 19 01:03:24 gpu-node-7 kernel:  __schedule+0x27c/0x6b0
+Nov 19 01:03:24 gpu-node-7 kernel:  rpc_wait_bit_killable+0x1e/0xa0 [sunrpc]
+Nov 19 01:03:24 gpu-node-7 kernel:  ? nfs_wait_on_request.isra.0.constprop.0+0x24/0x90 [nfs]
+Nov 19 01:03:24 gpu-node-7 kernel:  </TASK>
+Nov 19 01:03:25 gpu-node-7 kernel: task:nfsd            state:S stack:0     pid:911   tgid:911   ppid:2      flags:0x00004000
+Nov 19 01:03:25 gpu-node-7 kernel:  svc_recv+0x7d/0x1b0 [sunrpc]
+Nov 19 01:03:26 gpu-node-7 kernel: python          D ffff8817d2c1e180     0 12345  12300 0x00000080
+Nov 19 01:03:26 gpu-node-7 kernel:  [<ffffffffa06cd2e4>] os_acquire_rwlock_write+0x3c/0x70 [nvidia]
+Nov 19 01:03:27 gpu-node-7 kernel: WARNING: CPU: 3 PID: 77 at fs/nfs/write.c:1234 nfs_commit_release+0x1f/0x40 [nfs]
+Nov 19 01:03:27 gpu-node-7 kernel:  nfs_commit_release+0x1f/0x40 [nfs]
+"""
+
+
+def test_a_blocked_tasks_stack_names_the_modules_it_waits_in() -> None:
+    found = _stack_records(BLOCKED)
+    # The hung task's own stack (both its reports), the 3.x header's; not the sleeping nfsd's
+    # frames nor the NFS warning's, which belong to no blocked task.
+    assert [(e.attrs["modules"], e.origin) for e in found] == [
+        ("sunrpc nfs", "dump.log:4"),
+        ("nvidia", "dump.log:13"),
+    ]
+    assert found[0].message.endswith("(its stack in sunrpc, nfs)")
+    assert found[0].node == "gpu-node-7"

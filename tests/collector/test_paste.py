@@ -575,3 +575,36 @@ def test_words_a_training_step_follows_are_not_closing() -> None:
     assert after == [line for line in footer.splitlines() if line.startswith("wandb:")]
     more = footer + "Loss:  0.4422837793827057\nEvaluating...\n"
     assert not [e for e in _evidence(_read(more)) if e.attrs.get("closing") == 0]
+    # Nor is a footer straight after a training step (a run.finish() that a kill followed).
+    stepped = "step 4800 | loss 1.92 | lr 3e-4\n" + footer.split("\n", 1)[1]
+    assert not [e for e in _evidence(_read(stepped)) if e.attrs.get("closing") == 0]
+    # torchrun's rank prefix before the footer is looked past too.
+    ranked = "".join(
+        f"[default0]:{line}\n" if line.startswith("wandb:") else f"{line}\n"
+        for line in footer.splitlines()
+    )
+    marked = [e.message for e in _evidence(_read(ranked)) if e.attrs.get("closing")]
+    assert marked == ["Total train time: 247.7501 minutes"]
+
+
+def test_a_launchers_own_line_names_the_worker_that_failed_first() -> None:
+    # DeepSpeed's launcher and torch.distributed.launch's CalledProcessError both name the
+    # local rank whose process they saw exit, and its code.
+    for text, rank, code in (
+        (
+            "[launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+            "'--local_rank=7'] exits with return code = -9",
+            7,
+            -9,
+        ),
+        (
+            "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py', "
+            "'--local_rank=1']' returned non-zero exit status 1.",
+            1,
+            1,
+        ),
+    ):
+        failed = [e for e in _evidence(_read(text + "\n")) if e.kind == "launcher.failure"]
+        assert [(e.attrs.get("local_rank"), e.attrs.get("exit_code")) for e in failed] == [
+            (rank, code)
+        ]
