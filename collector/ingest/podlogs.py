@@ -425,8 +425,8 @@ def _plain_stamp(text: str, year: int) -> int | None:
 # with an epoch, iteration, step or batch counter (`Epoch: [14][ 0/5005] ... Loss 1.70`,
 # detectron2's `iter: 5019  total_loss: 9.92`, `[800/300000] Train loss: 1.75`, `[E 15 | it
 # 1100] loss {total 1.34, ...}`), or an epoch begun before the last (`Starting epoch 2/6`);
-# not an evaluation's (`Test: [190/196] Loss`, `Testing DataLoader 0: 100%|`, `Epoch(val)`),
-# which a finished run prints last.
+# not an evaluation's (`Test: [190/196] Loss`, `Testing DataLoader 0: 100%|`, `Epoch(val)`, a
+# metrics dict keyed `test_loss`, `eval_accuracy`), which a finished run prints last.
 _LOSS_VALUE: Final = re.compile(r"(?i)loss\w*\b[^\n\d]{0,20}\d")
 _STEP_COUNTER: Final = re.compile(
     r"(?i)\b(?:epoch|iter|iteration|it|step|global_step|batch)\b|\[\s*\d+\s*/\s*\d+\s*\]"
