@@ -245,12 +245,15 @@ def _condition(
         if isinstance(value, list):
             return [Condition(path, "in", frozenset(value))]
         return [Condition(path, "eq", value)]
-    out = []
+    out: list[Condition] = []
     for op, arg in spec.items():
         if op not in OPERATORS:
             hint = difflib.get_close_matches(op, sorted(OPERATORS), n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise f.error(arg, f"unknown operator {op!r}{suggestion}")
+        if op == "not_regex" and (isinstance(arg.value, list) or str(arg.value).startswith("$")):
+            out.extend(Condition(path, op, p) for p in _patterns(f, arg, lists))
+            continue
         value = plain(arg)
         if op in ("in", "not_in"):
             if isinstance(arg.value, str) and arg.value.startswith("$"):
@@ -265,6 +268,19 @@ def _condition(
         elif op in ("gt", "gte", "lt", "lte") and not isinstance(value, int | float):
             raise f.error(arg, f"{op} takes a number")
         out.append(Condition(path, op, value))
+    return out
+
+
+def _patterns(f: _File, node: Located, lists: Mapping[str, list[Any]]) -> list[LazyPattern]:
+    """A `not_regex` given as a list of regexes and $list references (of regexes): none of
+    them may match. A pack's shared exclusions live in one list that way."""
+    items = node.value if isinstance(node.value, list) else [node]
+    out: list[LazyPattern] = []
+    for item in items:
+        if isinstance(item.value, str) and item.value.startswith("$"):
+            out.extend(_compile(f, Located(p, item.line)) for p in _resolve_list(f, item, lists))
+        else:
+            out.append(_compile(f, item))
     return out
 
 

@@ -100,6 +100,10 @@ def _rules(tmp_path: Path, text: str) -> Path:
         ),
         ("format: whyjob.rules/v1\nsignals: [\n", "team.yaml:3: not valid YAML"),
         (
+            "format: whyjob.rules/v1\nlists:\n  skip: ['(unclosed']\nsignals:\n  - id: s\n    kind: log.error\n    where:\n      message: {regex: x, not_regex: [y, $skip]}\n",
+            "team.yaml:8: bad regex '(unclosed'",
+        ),
+        (
             "format: whyjob.rules/v1\nexplanations:\n  - id: e\n    category: app.cuda_oom\n    grade: likely\n    when: [{signal: log.cuda-oom}]\n    summary: x\n    missing: [a]\n    missing: [b]\n",
             "team.yaml:9: not valid YAML: duplicate key 'missing' (first on line 8)",
         ),
@@ -190,3 +194,30 @@ def test_a_summary_leaves_out_an_optional_part_whose_field_has_no_value() -> Non
     )
     assert render("{a} and {b}", {"a": 1}) == "1 and ?"
     assert render("asked[ {a}]", {"a": "?"}) == "asked ?"  # a captured "?" is a value
+
+
+def test_a_not_regex_list_excludes_each_of_its_patterns_and_lists(tmp_path: Path) -> None:
+    from whyjob.core.evidence import Evidence
+    from whyjob.explain.matching import Matcher
+
+    rules = load_rules(
+        [
+            _rules(
+                tmp_path,
+                "format: whyjob.rules/v1\n"
+                "lists:\n  echo: ['exits with return code']\n"
+                "signals:\n  - id: word.timeout\n    kind: log.error\n    where:\n"
+                "      message: {regex: timeout, not_regex: ['probe', $echo]}\n",
+            )
+        ]
+    )
+    signal = rules.signals["word.timeout"]
+    assert len([c for c in signal.where if c.op == "not_regex"]) == 2
+
+    def holds(message: str) -> bool:
+        ev = Evidence(id="e", ts=0, source="log", kind="log.error", message=message)
+        return "word.timeout" in Matcher(rules).match(ev)
+
+    assert holds("collective timeout after 600s")
+    assert not holds("Readiness probe timeout")
+    assert not holds("['--nccl_timeout', '1800'] exits with return code = 1")
